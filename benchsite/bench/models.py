@@ -1,0 +1,198 @@
+"""Benchmarks, their optimization ladders, runs and what the runs measured."""
+import hashlib
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+
+POOL_VALIDATOR = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,39}$", "Use lowercase letters, digits, '-' and '_'.")
+
+
+class EngineSource(models.Model):
+    """Where the engine comes from. `installed` uses the worker's configured vLLM environment."""
+
+    class Kind(models.TextChoices):
+        INSTALLED = "installed", "Installed environment"
+        GIT = "git", "Git repository + commit"
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.INSTALLED)
+    repo_url = models.CharField(max_length=500, blank=True)
+    default_ref = models.CharField(max_length=200, blank=True)
+
+    def __str__(self):
+        return self.name
+
+
+class Patch(models.Model):
+    """A unified diff applied to the engine source; content-hashed so builds can be cached."""
+
+    name = models.CharField(max_length=200)
+    content = models.TextField()
+    sha256 = models.CharField(max_length=64, editable=False, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def save(self, *args, **kwargs):
+        self.sha256 = hashlib.sha256(self.content.encode()).hexdigest()
+        super().save(*args, **kwargs)
+
+    def __str__(self):
+        return f"{self.name} ({self.sha256[:10]})"
+
+
+class Build(models.Model):
+    """One engine build: a source at a commit plus patches. Cached by `cache_key`."""
+
+    source = models.ForeignKey(EngineSource, on_delete=models.PROTECT, related_name="builds")
+    commit = models.CharField(max_length=64, blank=True)
+    patches = models.ManyToManyField(Patch, blank=True)
+    cache_key = models.CharField(max_length=64, db_index=True)
+    engine_version = models.CharField(max_length=100, blank=True)
+    log = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.source} @ {self.commit[:12] or 'installed'}"
+
+
+class Benchmark(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    model = models.CharField(max_length=500, help_text="Model path on the GPU host, or a name it can load offline.")
+    tensor_parallel_size = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(64)])
+    gpu_pool = models.CharField(max_length=40, default="cpu", validators=[POOL_VALIDATOR])
+    engine_source = models.ForeignKey(EngineSource, on_delete=models.PROTECT, null=True, blank=True)
+    prompt = models.TextField(default="The history of computing began with")
+    max_tokens = models.PositiveIntegerField(default=128, validators=[MinValueValidator(2), MaxValueValidator(8192)])
+    repeats = models.PositiveSmallIntegerField(default=5, validators=[MinValueValidator(1), MaxValueValidator(100)])
+    warmup = models.PositiveSmallIntegerField(default=1, validators=[MaxValueValidator(20)])
+    engine_args = models.JSONField(default=list, blank=True, help_text="Flags every variant gets, e.g. [\"--max-model-len\", \"1024\"].")
+    engine_env = models.JSONField(default=dict, blank=True, help_text="Environment every variant gets.")
+    startup_timeout_s = models.PositiveIntegerField(default=600)
+    time_limit_s = models.PositiveIntegerField(default=3600)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def queue(self) -> str:
+        return f"gpu.{self.gpu_pool}"
+
+
+class Variant(models.Model):
+    """One ordered step of a benchmark's optimization ladder."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="variants")
+    position = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=100)
+    flags = models.JSONField(default=list, blank=True, help_text="Engine flags, e.g. [\"--enforce-eager\"].")
+    env = models.JSONField(default=dict, blank=True, help_text="Environment, e.g. {\"NCCL_PROTO\": \"LL\"}.")
+    patches = models.ManyToManyField(Patch, blank=True)
+    is_reference = models.BooleanField(default=False, help_text="Its greedy output is the correctness reference.")
+
+    class Meta:
+        ordering = ["benchmark", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["benchmark", "position"], name="variant_position_unique"),
+            models.UniqueConstraint(fields=["benchmark", "name"], name="variant_name_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.benchmark.name} #{self.position} {self.name}"
+
+
+class Run(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "QUEUED"
+        BUILDING = "BUILDING"
+        RUNNING = "RUNNING"
+        SUCCEEDED = "SUCCEEDED"
+        FAILED = "FAILED"
+        CANCELLED = "CANCELLED"
+
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+    ACTIVE_STATES = (State.BUILDING, State.RUNNING)
+
+    class Trigger(models.TextChoices):
+        FORM = "form"
+        WEBHOOK = "webhook"
+        API = "api"
+        SCHEDULE = "schedule"
+        IMPORT = "import"
+        CLI = "cli"
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="runs")
+    variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="runs")
+    build = models.ForeignKey(Build, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    batch = models.UUIDField(db_index=True, help_text="Runs created by one trigger share a batch.")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.FORM)
+    triggered_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    commit = models.CharField(max_length=64, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    worker_host = models.CharField(max_length=200, blank=True)
+    phase = models.CharField(max_length=100, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"run {self.pk} {self.variant.name} {self.state}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
+
+
+class Measurement(models.Model):
+    class Direction(models.TextChoices):
+        HIGHER = "higher", "higher is better"
+        LOWER = "lower", "lower is better"
+        NONE = "none", "informational"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="measurements")
+    metric = models.CharField(max_length=100)
+    value = models.FloatField()
+    unit = models.CharField(max_length=20, blank=True)
+    direction = models.CharField(max_length=10, choices=Direction.choices, default=Direction.NONE)
+    samples = models.JSONField(default=list, blank=True)
+    ci_low = models.FloatField(null=True, blank=True)
+    ci_high = models.FloatField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["metric"]
+        constraints = [models.UniqueConstraint(fields=["run", "metric"], name="measurement_metric_unique")]
+
+    def __str__(self):
+        return f"{self.metric}={self.value:g}{self.unit}"
+
+
+class Artifact(models.Model):
+    class Kind(models.TextChoices):
+        SERVER_LOG = "server_log"
+        BUILD_LOG = "build_log"
+        PROFILER_TRACE = "profiler_trace"
+        PROBE_JSON = "probe_json"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    name = models.CharField(max_length=200)
+    content = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "name"]
+
+    def __str__(self):
+        return f"{self.kind}:{self.name}"

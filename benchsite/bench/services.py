@@ -1,0 +1,192 @@
+"""Writes. Views, tasks and commands call these; they hold the run life cycle."""
+import logging
+import uuid
+from datetime import timedelta
+from functools import partial
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from .models import Artifact, Benchmark, Measurement, Run, Variant
+
+log = logging.getLogger(__name__)
+
+# Artifacts travel through the broker: keep them bounded.
+MAX_ARTIFACT_CHARS = 2_000_000
+
+
+class TriggerError(Exception):
+    """A run cannot be triggered as asked (the message says why)."""
+
+
+def run_spec(run: Run) -> dict:
+    """The plain-JSON job a GPU worker executes (runners.job): no model instances cross the broker."""
+    benchmark, variant = run.benchmark, run.variant
+    return {
+        "run_id": run.id,
+        "model": benchmark.model,
+        "tensor_parallel_size": benchmark.tensor_parallel_size,
+        "engine_args": [*benchmark.engine_args, *variant.flags],
+        "engine_env": {**benchmark.engine_env, **variant.env},
+        "prompt": benchmark.prompt,
+        "max_tokens": benchmark.max_tokens,
+        "repeats": benchmark.repeats,
+        "warmup": benchmark.warmup,
+        "startup_timeout_s": benchmark.startup_timeout_s,
+        "commit": run.commit,
+    }
+
+
+def enqueue_run(run_id: int) -> None:
+    from benchsite.celery import app
+
+    run = Run.objects.select_related("benchmark", "variant").get(id=run_id)
+    limit = run.benchmark.time_limit_s
+    result = app.send_task(
+        "bench.execute_run",
+        args=[run.id, run_spec(run)],
+        queue=run.benchmark.queue,
+        soft_time_limit=limit,
+        time_limit=limit + 120,  # the soft limit stops the engine cleanly first
+    )
+    Run.objects.filter(id=run.id, task_id="").update(task_id=result.id)
+
+
+def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None, commit: str = "") -> list[Run]:
+    """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed."""
+    chosen = list(variants) if variants is not None else list(benchmark.variants.all())
+    if not chosen:
+        raise TriggerError(f"benchmark {benchmark.name!r} has no variants to run")
+    foreign = [v.name for v in chosen if v.benchmark_id != benchmark.id]
+    if foreign:
+        raise TriggerError(f"variants {foreign} do not belong to {benchmark.name!r}")
+    batch = uuid.uuid4()
+    with transaction.atomic():
+        runs = [
+            Run.objects.create(
+                benchmark=benchmark,
+                variant=variant,
+                batch=batch,
+                trigger=trigger,
+                triggered_by=user if user is not None and user.is_authenticated else None,
+                commit=commit,
+            )
+            for variant in sorted(chosen, key=lambda v: v.position)
+        ]
+        for run in runs:
+            transaction.on_commit(partial(enqueue_run, run.id))
+    return runs
+
+
+def run_claim(*, run_id: int, task_id: str, worker_host: str) -> bool:
+    """Atomically take a QUEUED run for one worker; False if cancelled or already taken."""
+    now = timezone.now()
+    claimed = Run.objects.filter(id=run_id, state=Run.State.QUEUED).update(
+        state=Run.State.BUILDING,
+        task_id=task_id,
+        worker_host=worker_host[:200],
+        phase="claimed",
+        started_at=now,
+        heartbeat_at=now,
+    )
+    return claimed == 1
+
+
+def run_progress(*, run_id: int, phase: str, state: str | None = None) -> None:
+    """Heartbeat and phase from the worker; ignored once the run is final."""
+    changes = {"phase": phase[:100], "heartbeat_at": timezone.now()}
+    if state is not None:
+        if state not in Run.ACTIVE_STATES:
+            raise ValueError(f"a worker cannot move a run to {state}")
+        changes["state"] = state
+    Run.objects.filter(id=run_id, state__in=Run.ACTIVE_STATES).update(**changes)
+
+
+def _store_artifacts(run: Run, artifacts: list[dict]) -> None:
+    for artifact in artifacts:
+        content = artifact["content"]
+        if len(content) > MAX_ARTIFACT_CHARS:
+            content = "[... truncated ...]\n" + content[-MAX_ARTIFACT_CHARS:]
+        Artifact.objects.create(run=run, kind=artifact["kind"], name=artifact["name"][:200], content=content)
+
+
+def run_complete(*, run_id: int, result: dict) -> bool:
+    """Store a worker's result and finish the run; False if the run was no longer active."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(id=run_id)
+        if run.state not in Run.ACTIVE_STATES:
+            log.warning("result for run %s ignored: it is %s", run_id, run.state)
+            return False
+        for m in result.get("measurements", []):
+            Measurement.objects.update_or_create(
+                run=run,
+                metric=m["metric"],
+                defaults={
+                    "value": m["value"],
+                    "unit": m.get("unit", ""),
+                    "direction": m.get("direction", Measurement.Direction.NONE),
+                    "samples": m.get("samples", []),
+                    "ci_low": m.get("ci_low"),
+                    "ci_high": m.get("ci_high"),
+                    "details": m.get("details", {}),
+                },
+            )
+        _store_artifacts(run, result.get("artifacts", []))
+        run.state = Run.State.SUCCEEDED
+        run.phase = "done"
+        run.finished_at = run.heartbeat_at = timezone.now()
+        run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at"])
+    return True
+
+
+def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None) -> bool:
+    """Fail a run that is not final yet, keeping what the worker sent (its log tail above all)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(id=run_id)
+        if run.is_final:
+            log.warning("failure for run %s ignored: it is %s (%s)", run_id, run.state, error[:200])
+            return False
+        _store_artifacts(run, artifacts or [])
+        run.state = Run.State.FAILED
+        run.error = error
+        run.finished_at = timezone.now()
+        run.save(update_fields=["state", "error", "finished_at"])
+    return True
+
+
+def run_cancel(*, run: Run) -> bool:
+    """Cancel a run that has not finished; a running one has its task terminated."""
+    from benchsite.celery import app
+
+    updated = Run.objects.filter(id=run.id, state__in=[Run.State.QUEUED, *Run.ACTIVE_STATES]).update(
+        state=Run.State.CANCELLED, finished_at=timezone.now(), phase="cancelled"
+    )
+    if updated and run.task_id and run.state in Run.ACTIVE_STATES:
+        # SIGTERM ends the task's process; the engine, in its own process group, dies with it
+        # (runners.engine sets the parent-death signal).
+        app.control.revoke(run.task_id, terminate=True, signal="SIGTERM")
+    run.refresh_from_db()
+    return bool(updated)
+
+
+def runs_reap_stale(*, now=None) -> int:
+    """Fail active runs whose worker stopped sending heartbeats (killed worker, lost host)."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.BENCH_HEARTBEAT_TIMEOUT_S)
+    reaped = 0
+    for run in Run.objects.filter(state__in=Run.ACTIVE_STATES, heartbeat_at__lt=cutoff):
+        age = int((now - run.heartbeat_at).total_seconds())
+        message = (
+            f"no heartbeat from worker {run.worker_host or '?'} for {age} s during phase "
+            f"{run.phase!r}: the worker or its host was lost"
+        )
+        reaped += run_fail(run_id=run.id, error=message)
+    return reaped
+
+
+def variant_create(*, benchmark: Benchmark, name: str, flags=(), env=None, is_reference=False) -> Variant:
+    position = (benchmark.variants.order_by("-position").values_list("position", flat=True).first() or 0) + 1
+    return Variant.objects.create(
+        benchmark=benchmark, position=position, name=name, flags=list(flags), env=dict(env or {}), is_reference=is_reference
+    )

@@ -1,0 +1,126 @@
+"""One settings module, driven by environment variables with embedded defaults.
+
+Defaults need no server: SQLite and Celery's filesystem transport, so `make run` works on a
+bare machine. Set DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis) in production.
+"""
+from pathlib import Path
+
+import dj_database_url
+
+from .env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("BENCH_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+if not DEBUG and SECRET_KEY.startswith("dev-only"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "benchsite.bench",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "benchsite.urls"
+WSGI_APPLICATION = "benchsite.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=60
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The web process and the web-queue worker write concurrently: wait instead of failing.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 30}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # A file, not memory, so that worker processes started by the tests see the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/"
+
+# --- Celery ----------------------------------------------------------------------------
+# Embedded default: the filesystem transport (no server). Production: redis://host:6379/0.
+_celery_dir = VAR_DIR / "celery"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_RESULT_BACKEND = env_str(
+    "CELERY_RESULT_BACKEND",
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else f"file://{_celery_dir / 'results'}",
+)
+if CELERY_BROKER_URL == "filesystem://":
+    for sub in ("in", "processed", "results"):
+        (_celery_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_celery_dir / "in"),
+        "data_folder_out": str(_celery_dir / "in"),
+        "processed_folder": str(_celery_dir / "processed"),
+        "store_processed": False,
+    }
+else:
+    # Longer than the longest run, or Redis redelivers a long run to a second worker.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("BENCH_VISIBILITY_TIMEOUT_S", 6 * 3600)}
+
+# Web-side queue: stores results, reaps stale runs. One queue per GPU pool: gpu.<pool>.
+BENCH_WEB_QUEUE = "web"
+BENCH_DEFAULT_POOL = env_str("BENCH_DEFAULT_POOL", "cpu")
+# A run whose heartbeat is older than this is failed by the reaper.
+BENCH_HEARTBEAT_TIMEOUT_S = env_int("BENCH_HEARTBEAT_TIMEOUT_S", 300, minimum=30)
+BENCH_REAPER_INTERVAL_S = env_int("BENCH_REAPER_INTERVAL_S", 60, minimum=1)
+# Where the GPU worker keeps engine logs and probe files before sending them back.
+BENCH_WORK_DIR = Path(env_str("BENCH_WORK_DIR", str(VAR_DIR / "work")))
+# The demo benchmark's model: generated locally by `python -m runners tiny-model`.
+BENCH_TINY_MODEL_DIR = Path(env_str("BENCH_TINY_MODEL_DIR", str(VAR_DIR / "tiny-model")))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("BENCH_LOG_LEVEL", "INFO")},
+}

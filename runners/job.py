@@ -1,0 +1,143 @@
+"""One job: start the engine a spec describes, run the probes, stop it, return plain JSON.
+
+`python -m runners execute spec.json` runs a job without the service (an offline GPU host);
+the result file can be imported into the service later (`manage.py bench_import`).
+"""
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from .engine import Engine, EngineSpec
+from .probes.decode import measure_decode
+
+SERVER_LOG_TAIL_CHARS = 200_000
+
+
+class JobError(RuntimeError):
+    """The job failed; `artifacts` keeps what was collected (the server log above all)."""
+
+    def __init__(self, message: str, artifacts: list[dict]):
+        super().__init__(message)
+        self.artifacts = artifacts
+
+
+def _measurement(metric, value, unit, direction, samples=(), ci=None, details=None) -> dict:
+    return {
+        "metric": metric,
+        "value": value,
+        "unit": unit,
+        "direction": direction,
+        "samples": list(samples),
+        "ci_low": ci[0] if ci else None,
+        "ci_high": ci[1] if ci else None,
+        "details": details or {},
+    }
+
+
+def decode_measurements(decode: dict) -> list[dict]:
+    samples = decode["samples"]
+    itl = decode["itl_ms"]
+    return [
+        _measurement(
+            "decode_tok_s",
+            decode["decode_tok_s"],
+            "tok/s",
+            "higher",
+            [s["decode_tok_s"] for s in samples],
+            decode.get("decode_tok_s_ci"),
+            {
+                "output_digest": decode.get("output_digest"),
+                "tokens_per_repeat": [s["n_tokens"] for s in samples],
+                "server_itl_ms_mean": decode.get("server_itl_ms_mean"),
+                "client_itl_ms_mean": decode.get("client_itl_ms_mean"),
+                "server_agreement": decode.get("server_agreement"),
+                "warnings": decode.get("warnings", []),
+            },
+        ),
+        _measurement("ttft_ms", decode["ttft_ms"], "ms", "lower", [s["ttft_ms"] for s in samples]),
+        *(_measurement(f"itl_ms_{p}", itl[p], "ms", "lower") for p in ("p50", "p90", "p99")),
+    ]
+
+
+def _server_log(engine: Engine | None) -> list[dict]:
+    path = engine.log_path if engine is not None else None
+    if path is None or not Path(path).exists():
+        return []
+    text = Path(path).read_text(errors="replace")[-SERVER_LOG_TAIL_CHARS:]
+    return [{"kind": "server_log", "name": "vllm-serve.log", "content": text}]
+
+
+def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda *a, **k: None) -> dict:
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    engine_spec = EngineSpec(
+        model=spec["model"],
+        tensor_parallel_size=int(spec.get("tensor_parallel_size", 1)),
+        args=list(spec.get("engine_args", [])),
+        env=dict(spec.get("engine_env", {})),
+        startup_timeout_s=float(spec.get("startup_timeout_s", 600)),
+        log_path=work_dir / "vllm-serve.log",
+    )
+    engine = None
+    phase = "starting engine"
+    try:
+        engine = Engine(engine_spec, on_wait=lambda _msg: None)
+        report(phase, "RUNNING")
+        started = time.monotonic()
+        with engine:
+            startup_s = time.monotonic() - started
+            phase = "probing decode"
+            report(phase)
+            decode = measure_decode(
+                base_url=engine.base_url,
+                model=engine_spec.served_model_name,
+                prompt=spec["prompt"],
+                max_tokens=int(spec["max_tokens"]),
+                repeats=int(spec["repeats"]),
+                warmup=int(spec.get("warmup", 1)),
+            )
+            engine.check_alive()
+            phase = "stopping engine"
+            report(phase)
+    except Exception as exc:
+        tail = getattr(exc, "log_tail", "") or (engine.log_tail() if engine is not None else "")
+        message = f"{phase}: {exc}"
+        if tail:
+            message += f"\n--- last engine log lines ---\n{tail}"
+        raise JobError(message, _server_log(engine)) from exc
+    return {
+        "run_id": spec.get("run_id"),
+        "engine": {"startup_s": round(startup_s, 2), "version": getattr(engine, "version", None)},
+        "measurements": decode_measurements(decode),
+        "artifacts": [
+            *_server_log(engine),
+            {"kind": "probe_json", "name": "decode.json", "content": json.dumps(decode, indent=1)},
+        ],
+    }
+
+
+def add_arguments(parser):
+    parser.add_argument("spec", type=Path, help="job spec JSON (what the service sends a worker)")
+    parser.add_argument("--work-dir", type=Path, default=Path("var/work/cli"))
+    parser.add_argument("--out", type=Path, help="write the result JSON here instead of stdout")
+
+
+def main(args) -> int:
+    spec = json.loads(args.spec.read_text())
+
+    def report(phase, state=None):
+        print(f"[{time.strftime('%H:%M:%S')}] {phase}", file=sys.stderr)
+
+    try:
+        result = run_job(spec, work_dir=args.work_dir, report=report)
+    except JobError as exc:
+        print(f"job failed: {exc}", file=sys.stderr)
+        return 1
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.write_text(text)
+    else:
+        print(text)
+    return 0

@@ -1,0 +1,109 @@
+"""Shared fixtures: real Celery workers on the real Redis broker, and a demo benchmark."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_REDIS_URL = os.environ.get("BENCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _database_url(settings_dict) -> str:
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    user = settings_dict.get("USER") or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{settings_dict.get('HOST') or '127.0.0.1'}:{settings_dict.get('PORT') or 5432}/{settings_dict['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    from runners.tiny_model import build_tiny_model
+
+    path = Path(os.environ.get("BENCH_TINY_MODEL_DIR") or tmp_path_factory.mktemp("tiny-model"))
+    build_tiny_model(path)  # a no-op when the Makefile already built it
+    return path
+
+
+@pytest.fixture
+def redis_broker():
+    """A clean Redis database used as broker and result backend by this process and the workers."""
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    client.flushdb()
+    from benchsite.celery import app
+
+    saved = app.conf.broker_url, app.conf.result_backend, app.conf.broker_transport_options
+    app.conf.broker_url = app.conf.result_backend = TEST_REDIS_URL
+    app.conf.broker_transport_options = {"visibility_timeout": 3600}
+    app.pool.force_close_all()
+    yield TEST_REDIS_URL
+    app.conf.broker_url, app.conf.result_backend, app.conf.broker_transport_options = saved
+    app.pool.force_close_all()
+    client.flushdb()
+
+
+class Workers:
+    """The service's two real Celery workers, as `make run` and docker-compose start them."""
+
+    def __init__(self, broker_url: str, database_url: str, log_dir: Path, pool: str):
+        self.env = {
+            **os.environ,
+            "CELERY_BROKER_URL": broker_url,
+            "CELERY_RESULT_BACKEND": broker_url,
+            "DATABASE_URL": database_url,
+            "BENCH_WORK_DIR": str(log_dir / "work"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.log_dir, self.pool = log_dir, pool
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, queues: str) -> None:
+        log = open(self.log_dir / f"worker-{name}.log", "ab")
+        cmd = [sys.executable, "-m", "celery", "-A", "benchsite", "worker", "-Q", queues, "-c", "1",
+               "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
+        self.procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    def log(self, name: str) -> str:
+        return (self.log_dir / f"worker-{name}.log").read_text(errors="replace")
+
+    def alive(self, name: str) -> bool:
+        return self.procs[name].poll() is None
+
+
+@pytest.fixture
+def celery_workers(redis_broker, transactional_db, tmp_path):
+    """A web-queue worker and a GPU worker for pool `cpu`, against the test database."""
+    from django.db import connection
+
+    workers = Workers(redis_broker, _database_url(connection.settings_dict), tmp_path, pool="cpu")
+    workers.start("web", "web")
+    workers.start("gpu", "gpu.cpu")
+    yield workers
+    workers.stop()
+
+
+def wait_for(predicate, timeout_s: float, interval_s: float = 1.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")

@@ -1,0 +1,136 @@
+"""The run life cycle in services: trigger, claim, progress, results, failure, reaping, cancel."""
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from benchsite.bench import services
+from benchsite.bench.models import Benchmark, Measurement, Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def benchmark():
+    b = Benchmark.objects.create(name="tiny", slug="tiny", model="/models/tiny", max_tokens=16, repeats=2)
+    services.variant_create(benchmark=b, name="eager", flags=["--enforce-eager"])
+    services.variant_create(benchmark=b, name="compiled", env={"VLLM_X": "1"})
+    return b
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """Tasks sent to the broker, recorded instead of sent (these tests need no broker)."""
+    calls = []
+
+    class Result:
+        id = "task-1"
+
+    def send_task(name, args=None, **options):
+        calls.append((name, args, options))
+        return Result()
+
+    from benchsite.celery import app
+
+    monkeypatch.setattr(app, "send_task", send_task)
+    return calls
+
+
+def test_trigger_creates_one_queued_run_per_variant_and_enqueues_on_commit(
+    benchmark, sent, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        runs = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM)
+        assert sent == []  # nothing leaves before the transaction commits
+    assert [r.variant.name for r in runs] == ["eager", "compiled"]
+    assert {r.state for r in runs} == {Run.State.QUEUED}
+    assert len({r.batch for r in runs}) == 1
+    assert [name for name, _, _ in sent] == ["bench.execute_run", "bench.execute_run"]
+    name, (run_id, spec), options = sent[0]
+    assert options["queue"] == "gpu.cpu"
+    assert options["soft_time_limit"] == benchmark.time_limit_s
+    assert options["time_limit"] > options["soft_time_limit"]
+    assert spec["engine_args"] == ["--enforce-eager"]
+    assert spec["model"] == "/models/tiny"
+    assert Run.objects.get(id=run_id).task_id == "task-1"
+    assert sent[1][1][1]["engine_env"] == {"VLLM_X": "1"}
+
+
+def test_trigger_refuses_foreign_variants_and_empty_ladders(benchmark, sent):
+    other = Benchmark.objects.create(name="other", slug="other", model="m")
+    stranger = services.variant_create(benchmark=other, name="x")
+    with pytest.raises(services.TriggerError, match="do not belong"):
+        services.runs_trigger(benchmark=benchmark, trigger="form", variants=[stranger])
+    empty = Benchmark.objects.create(name="empty", slug="empty", model="m")
+    with pytest.raises(services.TriggerError, match="no variants"):
+        services.runs_trigger(benchmark=empty, trigger="form")
+    assert Run.objects.count() == 0
+
+
+def _queued(benchmark):
+    return services.runs_trigger(benchmark=benchmark, trigger="api", variants=[benchmark.variants.first()])[0]
+
+
+def test_claim_is_conditional(benchmark, sent):
+    run = _queued(benchmark)
+    assert services.run_claim(run_id=run.id, task_id="t1", worker_host="gpu-a") is True
+    assert services.run_claim(run_id=run.id, task_id="t2", worker_host="gpu-b") is False
+    run.refresh_from_db()
+    assert (run.state, run.worker_host, run.task_id) == (Run.State.BUILDING, "gpu-a", "t1")
+    assert run.started_at and run.heartbeat_at
+
+
+def test_a_cancelled_run_cannot_be_claimed(benchmark, sent):
+    run = _queued(benchmark)
+    assert services.run_cancel(run=run)
+    assert run.state == Run.State.CANCELLED
+    assert services.run_claim(run_id=run.id, task_id="t", worker_host="h") is False
+
+
+def test_progress_moves_phase_and_heartbeat_but_never_revives_a_final_run(benchmark, sent):
+    run = _queued(benchmark)
+    services.run_claim(run_id=run.id, task_id="t", worker_host="h")
+    services.run_progress(run_id=run.id, phase="starting engine", state="RUNNING")
+    run.refresh_from_db()
+    assert (run.state, run.phase) == (Run.State.RUNNING, "starting engine")
+    services.run_fail(run_id=run.id, error="boom")
+    services.run_progress(run_id=run.id, phase="late heartbeat", state="RUNNING")
+    run.refresh_from_db()
+    assert (run.state, run.phase) == (Run.State.FAILED, "starting engine")
+    with pytest.raises(ValueError):
+        services.run_progress(run_id=run.id, phase="x", state="SUCCEEDED")
+
+
+def test_complete_stores_measurements_and_artifacts(benchmark, sent):
+    run = _queued(benchmark)
+    services.run_claim(run_id=run.id, task_id="t", worker_host="h")
+    result = {
+        "measurements": [
+            {"metric": "decode_tok_s", "value": 250.0, "unit": "tok/s", "direction": "higher",
+             "samples": [240.0, 250.0, 260.0], "ci_low": 240.0, "ci_high": 260.0, "details": {"output_digest": "ab"}},
+        ],
+        "artifacts": [{"kind": "server_log", "name": "vllm-serve.log", "content": "INFO ready"}],
+    }
+    assert services.run_complete(run_id=run.id, result=result)
+    run.refresh_from_db()
+    assert run.state == Run.State.SUCCEEDED and run.finished_at
+    m = run.measurements.get()
+    assert (m.metric, m.value, m.samples, m.ci_low, m.direction) == ("decode_tok_s", 250.0, [240.0, 250.0, 260.0], 240.0, "higher")
+    assert run.artifacts.get().content == "INFO ready"
+    # A duplicate delivery of the same result changes nothing.
+    assert services.run_complete(run_id=run.id, result=result) is False
+    assert Measurement.objects.count() == 1
+
+
+def test_reaper_fails_runs_whose_heartbeat_stopped(benchmark, sent, settings):
+    settings.BENCH_HEARTBEAT_TIMEOUT_S = 60
+    stale, fresh = _queued(benchmark), _queued(benchmark)
+    for run in (stale, fresh):
+        services.run_claim(run_id=run.id, task_id="t", worker_host="gpu-7")
+    Run.objects.filter(id=stale.id).update(heartbeat_at=timezone.now() - timedelta(seconds=120), phase="probing decode")
+    assert services.runs_reap_stale() == 1
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stale.state == Run.State.FAILED
+    assert "no heartbeat from worker gpu-7" in stale.error and "probing decode" in stale.error
+    assert fresh.state == Run.State.BUILDING
