@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8000
 export BENCH_TINY_MODEL_DIR ?= $(CURDIR)/var/tiny-model
 
-.PHONY: install run test test-fast model clean demo
+.PHONY: install run test test-fast model browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,9 +25,16 @@ run: model
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bench_demo --port $(PORT)
 
-# The whole suite, the real vLLM CPU engine included.
-test: model
+# The dashboard's browser test drives Debian's Chromium (no browser download).
+browser:
+	@test -x /usr/bin/chromedriver || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+
+# The whole suite on SQLite, the real vLLM CPU engine included; then every test that needs no
+# engine again on PostgreSQL.
+TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
+test: model browser
 	$(PY) -m pytest -p no:cacheprovider -ra
+	DATABASE_URL=$(TEST_POSTGRES_URL) $(PY) -m pytest -p no:cacheprovider -ra -m "not engine"
 
 # Everything but the tests that start a real engine.
 test-fast: install

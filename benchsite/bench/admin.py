@@ -1,0 +1,103 @@
+from django.contrib import admin
+
+from .models import Artifact, Benchmark, Build, EngineSource, Measurement, Patch, Run, Variant
+
+
+@admin.register(EngineSource)
+class EngineSourceAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "repo_url", "default_ref"]
+    list_filter = ["kind"]
+    search_fields = ["name", "repo_url"]
+
+
+@admin.register(Patch)
+class PatchAdmin(admin.ModelAdmin):
+    list_display = ["name", "short_sha", "created_at"]
+    search_fields = ["name", "sha256"]
+    readonly_fields = ["sha256", "created_at"]
+
+    @admin.display(description="sha256")
+    def short_sha(self, obj):
+        return obj.sha256[:12]
+
+
+@admin.register(Build)
+class BuildAdmin(admin.ModelAdmin):
+    list_display = ["id", "source", "commit", "engine_version", "cache_key", "created_at"]
+    list_filter = ["source"]
+    search_fields = ["commit", "cache_key", "engine_version"]
+    filter_horizontal = ["patches"]
+    readonly_fields = ["created_at"]
+
+
+class VariantInline(admin.TabularInline):
+    model = Variant
+    extra = 0
+    fields = ["position", "name", "flags", "env", "is_reference"]
+    ordering = ["position"]
+
+
+@admin.register(Benchmark)
+class BenchmarkAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "model", "tensor_parallel_size", "gpu_pool", "max_tokens", "repeats", "created_at"]
+    list_filter = ["gpu_pool", "tensor_parallel_size"]
+    search_fields = ["name", "slug", "model"]
+    prepopulated_fields = {"slug": ["name"]}
+    inlines = [VariantInline]
+
+
+@admin.register(Variant)
+class VariantAdmin(admin.ModelAdmin):
+    list_display = ["benchmark", "position", "name", "flags", "env", "is_reference"]
+    list_filter = ["benchmark", "is_reference"]
+    search_fields = ["name", "benchmark__name"]
+    filter_horizontal = ["patches"]
+    ordering = ["benchmark", "position"]
+
+
+class MeasurementInline(admin.TabularInline):
+    model = Measurement
+    extra = 0
+    fields = ["metric", "value", "unit", "direction", "ci_low", "ci_high", "samples"]
+
+
+class ArtifactInline(admin.TabularInline):
+    model = Artifact
+    extra = 0
+    fields = ["kind", "name", "size", "created_at"]
+    readonly_fields = ["size", "created_at"]
+    show_change_link = True
+
+    @admin.display(description="characters")
+    def size(self, obj):
+        return len(obj.content) if obj.pk else ""
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "benchmark", "variant", "state", "phase", "commit", "trigger", "worker_host", "created_at", "finished_at"]
+    list_filter = ["state", "trigger", "benchmark", "worker_host"]
+    search_fields = ["=id", "commit", "task_id", "worker_host", "batch", "error"]
+    list_select_related = ["benchmark", "variant"]
+    raw_id_fields = ["build", "triggered_by"]
+    readonly_fields = ["created_at"]
+    date_hierarchy = "created_at"
+    inlines = [MeasurementInline, ArtifactInline]
+
+
+@admin.register(Measurement)
+class MeasurementAdmin(admin.ModelAdmin):
+    list_display = ["run", "metric", "value", "unit", "direction", "ci_low", "ci_high"]
+    list_filter = ["metric", "direction", "run__benchmark"]
+    search_fields = ["metric", "=run__id"]
+    list_select_related = ["run", "run__variant"]
+    raw_id_fields = ["run"]
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(admin.ModelAdmin):
+    list_display = ["run", "kind", "name", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["name", "=run__id"]
+    list_select_related = ["run", "run__variant"]
+    raw_id_fields = ["run"]

@@ -1,0 +1,213 @@
+"""Reads for the web pages and JSON endpoints. No writes here (those are in `services`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.utils import timezone
+
+from .models import Artifact, Benchmark, Measurement, Run, Variant
+
+DEFAULT_CHART_METRIC = "decode_tok_s"
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str
+    label: str
+    unit: str
+    direction: str  # "higher" | "lower" | "none"
+
+
+# The metrics a chart may show: `?metric=` is checked against this whitelist.
+CHART_METRICS: dict[str, MetricInfo] = {
+    m.name: m
+    for m in (
+        MetricInfo("decode_tok_s", "decode throughput", "tok/s", "higher"),
+        MetricInfo("ttft_ms", "time to first token", "ms", "lower"),
+        MetricInfo("itl_ms_p50", "inter-token latency p50", "ms", "lower"),
+        MetricInfo("itl_ms_p90", "inter-token latency p90", "ms", "lower"),
+        MetricInfo("itl_ms_p99", "inter-token latency p99", "ms", "lower"),
+        MetricInfo("allreduce_share", "allreduce share of a decode step", "", "lower"),
+        MetricInfo("allreduce_calls_per_step", "allreduce calls per decode step", "", "none"),
+        MetricInfo("allreduce_us_per_call", "allreduce time per call", "us", "lower"),
+        MetricInfo("correct", "output correct (1 = yes)", "", "higher"),
+    )
+}
+
+LOG_TAIL_LINES = 60
+
+
+class UnknownMetric(ValueError):
+    """`?metric=` named a metric that is not in CHART_METRICS."""
+
+
+# --- benchmarks ------------------------------------------------------------------------
+
+
+def _variants_with_latest() -> QuerySet[Variant]:
+    """Variants annotated with their latest run (any state) and latest successful decode tok/s."""
+    latest_run = Run.objects.filter(variant=OuterRef("pk")).order_by("-created_at", "-id")
+    latest_decode = Measurement.objects.filter(
+        run__variant=OuterRef("pk"), run__state=Run.State.SUCCEEDED, metric=DEFAULT_CHART_METRIC
+    ).order_by("-run__created_at", "-run__id")
+    return Variant.objects.order_by("position").annotate(
+        latest_run_id=Subquery(latest_run.values("id")[:1]),
+        latest_run_state=Subquery(latest_run.values("state")[:1]),
+        latest_decode_tok_s=Subquery(latest_decode.values("value")[:1]),
+        latest_decode_run_id=Subquery(latest_decode.values("run_id")[:1]),
+    )
+
+
+def benchmark_list() -> QuerySet[Benchmark]:
+    """All benchmarks, each with `.variants.all()` annotated as in `_variants_with_latest`."""
+    return Benchmark.objects.order_by("name").prefetch_related(Prefetch("variants", queryset=_variants_with_latest()))
+
+
+def benchmark_queryset() -> QuerySet[Benchmark]:
+    return Benchmark.objects.select_related("engine_source")
+
+
+def benchmark_ladder(*, benchmark: Benchmark) -> list[Variant]:
+    """The optimization ladder in order, annotated with each step's latest run and tok/s."""
+    return list(_variants_with_latest().filter(benchmark=benchmark).prefetch_related("patches"))
+
+
+def benchmark_recent_runs(*, benchmark: Benchmark, limit: int = 30) -> list[Run]:
+    """The newest runs, each with `.decode` set to its decode_tok_s Measurement or None."""
+    runs = list(
+        Run.objects.filter(benchmark=benchmark)
+        .select_related("variant", "triggered_by")
+        .prefetch_related(
+            Prefetch(
+                "measurements",
+                queryset=Measurement.objects.filter(metric=DEFAULT_CHART_METRIC),
+                to_attr="decode_measurements",
+            )
+        )
+        .order_by("-created_at", "-id")[:limit]
+    )
+    for run in runs:
+        run.decode = run.decode_measurements[0] if run.decode_measurements else None
+    return runs
+
+
+def benchmark_chart(*, benchmark: Benchmark, metric: str = DEFAULT_CHART_METRIC) -> dict:
+    """One series per variant (ladder order) of `metric` over the benchmark's SUCCEEDED runs.
+
+    Raises UnknownMetric for a metric outside CHART_METRICS.
+    """
+    info = CHART_METRICS.get(metric)
+    if info is None:
+        raise UnknownMetric(metric)
+    variants = list(benchmark.variants.order_by("position"))
+    points: dict[int, list[dict]] = {v.pk: [] for v in variants}
+    unit = info.unit
+    measurements = (
+        Measurement.objects.filter(run__benchmark=benchmark, run__state=Run.State.SUCCEEDED, metric=metric)
+        .select_related("run")
+        .order_by("run__created_at", "run__id")
+    )
+    for m in measurements:
+        run = m.run
+        if m.unit:
+            unit = m.unit
+        points.setdefault(run.variant_id, []).append(
+            {
+                "run": run.pk,
+                "batch": str(run.batch),
+                "t": run.created_at.isoformat(),
+                "value": m.value,
+                "ci_low": m.ci_low,
+                "ci_high": m.ci_high,
+                "commit": run.commit,
+            }
+        )
+    return {
+        "benchmark": benchmark.slug,
+        "metric": metric,
+        "label": info.label,
+        "unit": unit,
+        "direction": info.direction,
+        "variants": [
+            {"id": v.pk, "name": v.name, "position": v.position, "points": points[v.pk]} for v in variants
+        ],
+    }
+
+
+# --- runs ------------------------------------------------------------------------------
+
+
+def run_queryset() -> QuerySet[Run]:
+    return Run.objects.select_related("benchmark", "variant", "build", "build__source", "triggered_by")
+
+
+def run_measurements(*, run: Run) -> list[Measurement]:
+    return list(run.measurements.order_by("metric"))
+
+
+def run_log_tail(*, run: Run, lines: int = LOG_TAIL_LINES) -> tuple[Artifact | None, str]:
+    """The newest server_log artifact of the run and its last `lines` lines ("" when none)."""
+    artifact = run.artifacts.filter(kind=Artifact.Kind.SERVER_LOG).order_by("-created_at", "-id").first()
+    if artifact is None:
+        return None, ""
+    return artifact, "\n".join(artifact.content.splitlines()[-lines:])
+
+
+def run_artifacts(*, run: Run) -> list[Artifact]:
+    """Artifacts without their (possibly large) content."""
+    return list(run.artifacts.defer("content").order_by("kind", "name"))
+
+
+def heartbeat_age_s(run: Run) -> float | None:
+    if run.heartbeat_at is None:
+        return None
+    return max(0.0, (timezone.now() - run.heartbeat_at).total_seconds())
+
+
+def run_timings(*, run: Run) -> dict:
+    """Seconds spent queued (created -> started) and running (started -> finished, or -> now)."""
+    now = timezone.now()
+    queued_s = ((run.started_at or (run.finished_at if run.is_final else now)) - run.created_at).total_seconds()
+    running_s = None
+    if run.started_at is not None:
+        running_s = ((run.finished_at or now) - run.started_at).total_seconds()
+    return {"queued_s": max(0.0, queued_s), "running_s": running_s if running_s is None else max(0.0, running_s)}
+
+
+def _iso(value):
+    return value.isoformat() if value is not None else None
+
+
+def run_status(*, run: Run) -> dict:
+    """The JSON the run page polls: state, phase, heartbeat, error, measurements."""
+    return {
+        "id": run.pk,
+        "benchmark": run.benchmark.slug,
+        "variant": {"id": run.variant_id, "name": run.variant.name, "position": run.variant.position},
+        "batch": str(run.batch),
+        "state": run.state,
+        "is_final": run.is_final,
+        "phase": run.phase,
+        "heartbeat_at": _iso(run.heartbeat_at),
+        "heartbeat_age_s": heartbeat_age_s(run),
+        "worker_host": run.worker_host,
+        "commit": run.commit,
+        "error": run.error,
+        "created_at": _iso(run.created_at),
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "measurements": [
+            {
+                "metric": m.metric,
+                "value": m.value,
+                "unit": m.unit,
+                "direction": m.direction,
+                "ci_low": m.ci_low,
+                "ci_high": m.ci_high,
+                "samples": m.samples,
+                "details": m.details,
+            }
+            for m in run_measurements(run=run)
+        ],
+    }

@@ -1,0 +1,299 @@
+"""HTML pages, the JSON endpoints, the trigger form and cancel, through Django's test client."""
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from benchsite.bench import services
+from benchsite.bench.models import Benchmark, Run, Variant
+
+from .conftest import add_server_log
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    """Run ids handed to the broker, recorded instead of sent (no broker in these tests)."""
+    calls = []
+    monkeypatch.setattr(services, "enqueue_run", calls.append)
+    return calls
+
+
+# --- pages -----------------------------------------------------------------------------
+
+
+def test_benchmark_list_shows_latest_state_and_decode_per_variant(client, history):
+    response = client.get("/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Llama-8B TP=2" in html and "/models/llama-8b-random" in html and "h200x2" in html
+    rows = {v.name: v for v in response.context["benchmarks"][0].variants.all()}
+    # latest run of any state; latest decode tok/s of a SUCCEEDED run
+    assert rows["eager"].latest_run_state == "RUNNING" and rows["eager"].latest_decode_tok_s == 50.1
+    assert rows["cuda graphs"].latest_run_state == "QUEUED" and rows["cuda graphs"].latest_decode_tok_s == 301.2
+    assert rows["nccl LL"].latest_run_state == "CANCELLED" and rows["nccl LL"].latest_decode_tok_s == 275.4
+    assert "301.2" in html and "275.4" in html
+
+
+def test_benchmark_page_anonymous_sees_ladder_chart_runs_and_login_link(client, history, ladder_benchmark):
+    response = client.get(f"/b/{ladder_benchmark.slug}/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert [v.name for v in response.context["ladder"]] == ["eager", "cuda graphs", "nccl LL"]
+    assert "--disable-custom-all-reduce" in html and "NCCL_PROTO=LL" in html
+    assert 'id="metric-chart"' in html
+    assert f'data-url="/api/benchmarks/{ladder_benchmark.slug}/chart/"' in html
+    assert "/static/vendor/chart.umd.min.js" in html and "/static/bench/chart.js" in html
+    assert len(response.context["runs"]) == Run.objects.count()
+    assert "Log in to trigger" in html
+    assert 'name="variants"' not in html
+
+
+def test_benchmark_page_logged_in_has_trigger_form_with_all_variants_checked(auth_client, ladder_benchmark):
+    html = auth_client.get(f"/b/{ladder_benchmark.slug}/").content.decode()
+    assert "Log in to trigger" not in html
+    for variant in ladder_benchmark.variants.all():
+        assert f'value="{variant.pk}"' in html
+    assert html.count('name="variants"') == 3
+    assert html.count("checked") >= 3
+
+
+def test_unknown_pages_are_404(client, db):
+    assert client.get("/b/nope/").status_code == 404
+    assert client.get("/runs/999/").status_code == 404
+    assert client.get("/api/runs/999/").status_code == 404
+    assert client.get("/api/benchmarks/nope/chart/").status_code == 404
+
+
+def test_run_page_shows_state_measurements_error_and_log_tail(client, history):
+    run = history[(0, 1)]
+    add_server_log(run, lines=200)
+    response = client.get(f"/runs/{run.pk}/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "SUCCEEDED" in html and "gpu-1" in html
+    assert "decode_tok_s" in html and "49.5" in html and "48.5 – 50.5" in html
+    tail = response.context["log_tail"].splitlines()
+    assert len(tail) == 60 and tail[-1] == "INFO log line 200" and tail[0] == "INFO log line 141"
+    assert "INFO log line 140\n" not in html
+    assert "Cancel run" not in html  # final
+    assert "bench/run.js" not in html  # no polling for a final run
+
+    failed = history[(1, 2)]
+    html = client.get(f"/runs/{failed.pk}/").content.decode()
+    assert '<pre class="error">Traceback (most recent call last):' in html
+
+
+def test_run_page_of_active_run_polls_and_offers_cancel_to_users(auth_client, history):
+    running = history[(3, 1)]
+    html = Client().get(f"/runs/{running.pk}/").content.decode()
+    assert "bench/run.js" in html and f'data-url="/api/runs/{running.pk}/"' in html
+    assert "probe: decode" in html
+    assert "Cancel run" not in html  # anonymous
+    html = auth_client.get(f"/runs/{running.pk}/").content.decode()
+    assert "Cancel run" in html
+
+
+# --- JSON ------------------------------------------------------------------------------
+
+
+def test_chart_endpoint_has_points_of_succeeded_runs_only(client, history, ladder_benchmark):
+    response = client.get(f"/api/benchmarks/{ladder_benchmark.slug}/chart/")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    data = response.json()
+    assert data["benchmark"] == ladder_benchmark.slug
+    assert data["metric"] == "decode_tok_s" and data["unit"] == "tok/s"
+    assert [(v["position"], v["name"]) for v in data["variants"]] == [(1, "eager"), (2, "cuda graphs"), (3, "nccl LL")]
+    values = {v["name"]: [p["value"] for p in v["points"]] for v in data["variants"]}
+    assert values == {"eager": [49.5, 48.7, 50.1], "cuda graphs": [297.9, 301.2], "nccl LL": [276.0, 275.4]}
+    succeeded = {r.pk for r in history.values() if r.state == Run.State.SUCCEEDED}
+    point_runs = [p["run"] for v in data["variants"] for p in v["points"]]
+    assert sorted(point_runs) == sorted(succeeded)
+    p = data["variants"][1]["points"][1]
+    run = history[(2, 2)]
+    assert p == {
+        "run": run.pk, "batch": str(run.batch), "t": run.created_at.isoformat(), "value": 301.2,
+        "ci_low": 300.2, "ci_high": 302.2, "commit": "0123abcd" * 5,
+    }
+    # runs of one trigger share a batch, so they line up on the chart
+    assert data["variants"][0]["points"][0]["batch"] == data["variants"][1]["points"][0]["batch"]
+
+
+def test_chart_endpoint_other_metric_and_bad_metric(client, history, ladder_benchmark):
+    url = f"/api/benchmarks/{ladder_benchmark.slug}/chart/"
+    data = client.get(url, {"metric": "ttft_ms"}).json()
+    assert data["metric"] == "ttft_ms" and data["unit"] == "ms"
+    assert [len(v["points"]) for v in data["variants"]] == [3, 2, 2]
+    for bad in ("nope", "decode_tok_s; drop table", ""):
+        response = client.get(url, {"metric": bad})
+        assert response.status_code == 400
+        body = response.json()
+        assert "unknown metric" in body["error"] and "decode_tok_s" in body["metrics"]
+
+
+def test_chart_endpoint_empty_benchmark(client, ladder_benchmark):
+    data = client.get(f"/api/benchmarks/{ladder_benchmark.slug}/chart/").json()
+    assert [v["points"] for v in data["variants"]] == [[], [], []]
+
+
+def test_run_endpoint(client, history):
+    run = history[(3, 1)]
+    data = client.get(f"/api/runs/{run.pk}/").json()
+    assert data["id"] == run.pk and data["state"] == "RUNNING" and data["is_final"] is False
+    assert data["phase"] == "probe: decode" and data["heartbeat_age_s"] > 0
+    assert data["heartbeat_at"] == run.heartbeat_at.isoformat()
+    assert data["measurements"] == []
+    done = client.get(f"/api/runs/{history[(0, 3)].pk}/").json()
+    assert done["is_final"] is True
+    m = {m["metric"]: m for m in done["measurements"]}
+    assert m["decode_tok_s"]["value"] == 276.0 and m["decode_tok_s"]["ci_low"] == 275.0
+    assert len(m["decode_tok_s"]["samples"]) == 5
+
+
+# --- trigger ---------------------------------------------------------------------------
+
+
+def test_trigger_requires_login(client, ladder_benchmark, enqueued):
+    url = f"/b/{ladder_benchmark.slug}/trigger/"
+    ids = list(ladder_benchmark.variants.values_list("pk", flat=True))
+    response = client.post(url, {"variants": ids})
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('login')}?next={url}"
+    assert Run.objects.count() == 0 and enqueued == []
+
+
+def test_trigger_enforces_csrf(user, ladder_benchmark, enqueued):
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(user)
+    ids = list(ladder_benchmark.variants.values_list("pk", flat=True))
+    response = csrf_client.post(f"/b/{ladder_benchmark.slug}/trigger/", {"variants": ids})
+    assert response.status_code == 403
+    assert Run.objects.count() == 0
+    # The page's own form carries a token that makes the same POST pass.
+    page = csrf_client.get(f"/b/{ladder_benchmark.slug}/")
+    token = page.context["csrf_token"]
+    response = csrf_client.post(f"/b/{ladder_benchmark.slug}/trigger/", {"variants": ids, "csrfmiddlewaretoken": str(token)})
+    assert response.status_code == 302
+    assert Run.objects.count() == 3
+
+
+def test_trigger_creates_queued_runs_and_enqueues_on_commit(
+    auth_client, user, ladder_benchmark, enqueued, django_capture_on_commit_callbacks
+):
+    variants = list(ladder_benchmark.variants.order_by("position"))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = auth_client.post(
+            f"/b/{ladder_benchmark.slug}/trigger/",
+            {"variants": [variants[0].pk, variants[2].pk], "commit": " ABCDEF1234 "},
+        )
+    assert response.status_code == 302 and response["Location"] == f"/b/{ladder_benchmark.slug}/"
+    runs = list(Run.objects.order_by("variant__position"))
+    assert [r.variant.name for r in runs] == ["eager", "nccl LL"]
+    assert {r.state for r in runs} == {Run.State.QUEUED}
+    assert {r.trigger for r in runs} == {Run.Trigger.FORM}
+    assert {r.triggered_by for r in runs} == {user}
+    assert {r.commit for r in runs} == {"abcdef1234"}
+    assert len({r.batch for r in runs}) == 1
+    assert sorted(enqueued) == sorted(r.pk for r in runs)
+    page = auth_client.get(response["Location"])
+    assert "Queued 2 run(s): eager, nccl LL." in page.content.decode()
+
+
+def test_trigger_get_redirects_to_benchmark_page(auth_client, ladder_benchmark):
+    response = auth_client.get(f"/b/{ladder_benchmark.slug}/trigger/")
+    assert response.status_code == 302 and response["Location"] == f"/b/{ladder_benchmark.slug}/"
+
+
+@pytest.mark.parametrize(
+    "case, field, message",
+    [
+        ("none", "variants", "Choose at least one variant."),
+        ("foreign", "variants", "Select a valid choice."),
+        ("short-commit", "commit", "7 to 40 hexadecimal characters"),
+        ("non-hex-commit", "commit", "7 to 40 hexadecimal characters"),
+        ("long-commit", "commit", "at most 40 characters"),
+    ],
+)
+def test_trigger_invalid_form_rerenders_with_errors_and_400(auth_client, ladder_benchmark, enqueued, case, field, message):
+    other = Benchmark.objects.create(name="other", slug="other", model="m")
+    foreign = Variant.objects.create(benchmark=other, position=1, name="x")
+    own = ladder_benchmark.variants.first().pk
+    data = {
+        "none": {"commit": ""},
+        "foreign": {"variants": [own, foreign.pk]},
+        "short-commit": {"variants": [own], "commit": "abc12"},
+        "non-hex-commit": {"variants": [own], "commit": "zzzzzzzz"},
+        "long-commit": {"variants": [own], "commit": "a" * 41},
+    }[case]
+    response = auth_client.post(f"/b/{ladder_benchmark.slug}/trigger/", data)
+    assert response.status_code == 400
+    form = response.context["form"]
+    assert list(form.errors) == [field]
+    assert message in form.errors[field][0]
+    html = response.content.decode()
+    assert 'class="errorlist' in html and "Run the ladder" in html and 'id="metric-chart"' in html
+    assert Run.objects.count() == 0 and enqueued == []
+
+
+def test_trigger_domain_error_is_shown_as_form_error(auth_client, ladder_benchmark, monkeypatch):
+    def refuse(**kwargs):
+        raise services.TriggerError("pool h200x2 is paused")
+
+    monkeypatch.setattr(services, "runs_trigger", refuse)
+    ids = list(ladder_benchmark.variants.values_list("pk", flat=True))
+    response = auth_client.post(f"/b/{ladder_benchmark.slug}/trigger/", {"variants": ids})
+    assert response.status_code == 400
+    assert "pool h200x2 is paused" in response.content.decode()
+
+
+# --- cancel ----------------------------------------------------------------------------
+
+
+def test_cancel_requires_login_and_post(auth_client, history):
+    queued = history[(3, 2)]
+    url = f"/runs/{queued.pk}/cancel/"
+    response = Client().post(url)
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    assert auth_client.get(url).status_code == 405
+    queued.refresh_from_db()
+    assert queued.state == Run.State.QUEUED
+
+
+def test_cancel_queued_run_and_final_run_is_left_alone(auth_client, history):
+    queued = history[(3, 2)]
+    response = auth_client.post(f"/runs/{queued.pk}/cancel/", follow=True)
+    assert response.redirect_chain == [(f"/runs/{queued.pk}/", 302)]
+    queued.refresh_from_db()
+    assert queued.state == Run.State.CANCELLED
+    assert f"Run {queued.pk} cancelled." in response.content.decode()
+
+    done = history[(0, 1)]
+    response = auth_client.post(f"/runs/{done.pk}/cancel/", follow=True)
+    done.refresh_from_db()
+    assert done.state == Run.State.SUCCEEDED
+    assert "nothing to cancel" in response.content.decode()
+
+
+# --- auth and admin --------------------------------------------------------------------
+
+
+def test_login_page_and_login_flow(client, user):
+    assert client.get("/accounts/login/").status_code == 200
+    response = client.post("/accounts/login/", {"username": "alice", "password": "pw-alice-123", "next": "/b/x/"})
+    assert response.status_code == 302 and response["Location"] == "/b/x/"
+    assert "alice" in client.get("/").content.decode()
+    response = client.post("/accounts/logout/")
+    assert response.status_code == 302
+
+
+def test_admin_pages_render(admin_client, history):
+    run = history[(0, 1)]
+    add_server_log(run, lines=3)
+    for url in [
+        "/admin/", "/admin/bench/benchmark/", f"/admin/bench/benchmark/{run.benchmark_id}/change/",
+        "/admin/bench/variant/", "/admin/bench/run/", f"/admin/bench/run/{run.pk}/change/",
+        "/admin/bench/measurement/", "/admin/bench/artifact/", "/admin/bench/build/", "/admin/bench/patch/",
+        "/admin/bench/enginesource/", "/admin/bench/run/?state__exact=SUCCEEDED",
+    ]:
+        assert admin_client.get(url).status_code == 200, url
