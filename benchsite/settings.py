@@ -82,6 +82,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing one
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
