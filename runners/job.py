@@ -72,32 +72,34 @@ def _server_log(engine: Engine | None) -> list[dict]:
 def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda *a, **k: None) -> dict:
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    engine_spec = EngineSpec(
-        model=spec["model"],
-        tensor_parallel_size=int(spec.get("tensor_parallel_size", 1)),
-        args=list(spec.get("engine_args", [])),
-        env=dict(spec.get("engine_env", {})),
-        startup_timeout_s=float(spec.get("startup_timeout_s", 600)),
-        log_path=work_dir / "vllm-serve.log",
-    )
     engine = None
     phase = "starting engine"
     try:
-        engine = Engine(engine_spec, on_wait=lambda _msg: None)
+        engine_spec = EngineSpec(
+            model=spec["model"],
+            tensor_parallel_size=int(spec.get("tensor_parallel_size", 1)),
+            args=list(spec.get("engine_args", [])),
+            env=dict(spec.get("engine_env", {})),
+            startup_timeout_s=float(spec.get("startup_timeout_s", 600)),
+            log_path=work_dir / "vllm-serve.log",
+        )
+        engine = Engine(engine_spec)
         report(phase, "RUNNING")
-        started = time.monotonic()
         with engine:
-            startup_s = time.monotonic() - started
             phase = "probing decode"
             report(phase)
-            decode = measure_decode(
-                base_url=engine.base_url,
-                model=engine_spec.served_model_name,
-                prompt=spec["prompt"],
-                max_tokens=int(spec["max_tokens"]),
-                repeats=int(spec["repeats"]),
-                warmup=int(spec.get("warmup", 1)),
-            )
+            try:
+                decode = measure_decode(
+                    base_url=engine.base_url,
+                    model=engine_spec.served_model_name,
+                    prompt=spec["prompt"],
+                    max_tokens=int(spec["max_tokens"]),
+                    repeats=int(spec["repeats"]),
+                    warmup=int(spec.get("warmup", 1)),
+                )
+            except Exception:
+                engine.check_alive()  # a dead engine is the real cause: report that instead
+                raise
             engine.check_alive()
             phase = "stopping engine"
             report(phase)
@@ -109,7 +111,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         raise JobError(message, _server_log(engine)) from exc
     return {
         "run_id": spec.get("run_id"),
-        "engine": {"startup_s": round(startup_s, 2), "version": getattr(engine, "version", None)},
+        "engine": {"startup_s": round(engine.startup_s, 2), "version": getattr(engine, "version", None)},
         "measurements": decode_measurements(decode),
         "artifacts": [
             *_server_log(engine),

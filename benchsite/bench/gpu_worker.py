@@ -72,7 +72,10 @@ def execute(task, run_id: int, spec: dict) -> str:
         try:
             result = run_job(spec, work_dir=work_dir, report=reporter.progress)
         except JobError as exc:
-            reporter.send("bench.record_failure", str(exc), exc.artifacts)
+            message = str(exc)
+            if isinstance(exc.__cause__, SoftTimeLimitExceeded):
+                message = f"time limit reached (the engine was stopped) during {message}"
+            reporter.send("bench.record_failure", message, exc.artifacts)
             return "failed"
         except SoftTimeLimitExceeded:
             reporter.send("bench.record_failure", f"time limit reached during phase {reporter.phase!r}", [])

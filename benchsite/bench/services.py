@@ -1,7 +1,8 @@
 """Writes. Views, tasks and commands call these; they hold the run life cycle."""
 import logging
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from functools import partial
 
 from django.conf import settings
@@ -190,3 +191,55 @@ def variant_create(*, benchmark: Benchmark, name: str, flags=(), env=None, is_re
     return Variant.objects.create(
         benchmark=benchmark, position=position, name=name, flags=list(flags), env=dict(env or {}), is_reference=is_reference
     )
+
+
+LADDER_FORMAT = "decode-bench-ladder/1"
+
+
+def runs_import(*, data: dict, gpu_pool: str = "imported") -> list[Run]:
+    """Load a `runners ladder` result file (an offline GPU host's runs) as one batch."""
+    if data.get("format") != LADDER_FORMAT:
+        raise ValueError(f"not a ladder result file (format {data.get('format')!r}, expected {LADDER_FORMAT!r})")
+    spec = data["benchmark"]
+    batch = uuid.uuid4()
+    host = data.get("host", {}).get("hostname", "")
+    runs = []
+    with transaction.atomic():
+        benchmark, _ = Benchmark.objects.get_or_create(
+            slug=spec["slug"],
+            defaults={
+                "name": spec.get("name", spec["slug"]),
+                "description": spec.get("description", ""),
+                "model": spec["model"],
+                "tensor_parallel_size": spec.get("tensor_parallel_size", 1),
+                "gpu_pool": gpu_pool,
+                "prompt": spec.get("prompt", ""),
+                "max_tokens": spec.get("max_tokens", 128),
+                "repeats": spec.get("repeats", 5),
+                "warmup": spec.get("warmup", 1),
+                "engine_args": spec.get("engine_args", []),
+                "engine_env": spec.get("engine_env", {}),
+            },
+        )
+        for entry in data["runs"]:
+            v = entry["variant"]
+            variant = benchmark.variants.filter(name=v["name"]).first() or variant_create(
+                benchmark=benchmark, name=v["name"], flags=v.get("flags", []), env=v.get("env", {}),
+                is_reference=v.get("is_reference", False),
+            )
+            run = Run.objects.create(
+                benchmark=benchmark, variant=variant, batch=batch, trigger=Run.Trigger.IMPORT,
+                state=Run.State.RUNNING, worker_host=host, phase="imported",
+                started_at=_from_epoch(entry.get("started_at")), heartbeat_at=timezone.now(),
+            )
+            if entry["state"] == "SUCCEEDED":
+                run_complete(run_id=run.id, result=entry["result"])
+            else:
+                run_fail(run_id=run.id, error=entry.get("error", "failed"), artifacts=entry.get("artifacts", []))
+            Run.objects.filter(id=run.id).update(finished_at=_from_epoch(entry.get("finished_at")) or timezone.now())
+            runs.append(run)
+    return runs
+
+
+def _from_epoch(seconds):
+    return datetime.fromtimestamp(seconds, tz=dt_timezone.utc) if seconds else None
