@@ -4,15 +4,19 @@
 the result file can be imported into the service later (`manage.py bench_import`).
 """
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
+from .correctness import greedy_completion
 from .engine import Engine, EngineSpec
+from .overlay import cached_overlay, overlay_env
 from .probes.decode import measure_decode
 
 SERVER_LOG_TAIL_CHARS = 200_000
+GREEDY_ARTIFACT = "greedy.json"  # the correctness probe's output, judged by the service
 
 
 class JobError(RuntimeError):
@@ -69,17 +73,27 @@ def _server_log(engine: Engine | None) -> list[dict]:
     return [{"kind": "server_log", "name": "vllm-serve.log", "content": text}]
 
 
-def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda *a, **k: None) -> dict:
+def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda *a, **k: None,
+            cache_dir: Path | None = None) -> dict:
+    """Probes: `decode` always; `correctness` (a greedy request with top-5 logprobs, judged
+    against the reference by the service) unless `probes` leaves it out."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
+    probes = set(spec.get("probes") or ("decode", "correctness"))
     engine = None
-    phase = "starting engine"
+    phase = "applying patches"
     try:
+        env = dict(spec.get("engine_env", {}))
+        if spec.get("patches"):
+            report(phase)
+            overlay = cached_overlay(spec["patches"], Path(cache_dir or work_dir.parent / "overlays"))
+            env.update(overlay_env(overlay, {**os.environ, **env}))
+        phase = "starting engine"
         engine_spec = EngineSpec(
             model=spec["model"],
             tensor_parallel_size=int(spec.get("tensor_parallel_size", 1)),
             args=list(spec.get("engine_args", [])),
-            env=dict(spec.get("engine_env", {})),
+            env=env,
             startup_timeout_s=float(spec.get("startup_timeout_s", 600)),
             log_path=work_dir / "vllm-serve.log",
         )
@@ -100,6 +114,12 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
             except Exception:
                 engine.check_alive()  # a dead engine is the real cause: report that instead
                 raise
+            greedy = None
+            if "correctness" in probes:
+                phase = "probing correctness"
+                report(phase)
+                greedy = greedy_completion(base_url=engine.base_url, model=engine_spec.served_model_name,
+                                           prompt=spec["prompt"], max_tokens=int(spec["max_tokens"]))
             engine.check_alive()
             phase = "stopping engine"
             report(phase)
@@ -116,6 +136,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         "artifacts": [
             *_server_log(engine),
             {"kind": "probe_json", "name": "decode.json", "content": json.dumps(decode, indent=1)},
+            *([{"kind": "probe_json", "name": GREEDY_ARTIFACT, "content": json.dumps(greedy)}] if greedy else []),
         ],
     }
 

@@ -1,4 +1,5 @@
 """Writes. Views, tasks and commands call these; they hold the run life cycle."""
+import json
 import logging
 import uuid
 from datetime import datetime, timedelta
@@ -8,6 +9,9 @@ from functools import partial
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+
+from runners.correctness import compare_outputs
+from runners.job import GREEDY_ARTIFACT
 
 from .models import Artifact, Benchmark, Measurement, Run, Variant
 
@@ -138,7 +142,55 @@ def run_complete(*, run_id: int, result: dict) -> bool:
         run.phase = "done"
         run.finished_at = run.heartbeat_at = timezone.now()
         run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at"])
+    runs_judge_correctness(run=run)
     return True
+
+
+def _greedy_output(run: Run) -> dict | None:
+    artifact = run.artifacts.filter(kind=Artifact.Kind.PROBE_JSON, name=GREEDY_ARTIFACT).first()
+    return json.loads(artifact.content) if artifact else None
+
+
+def _reference_run_for(run: Run) -> Run | None:
+    """The run to compare with: the reference variant's run of the same batch, else its latest
+    earlier success; a reference run is compared with the previous reference run."""
+    reference_variant = run.benchmark.variants.filter(is_reference=True).first() or run.benchmark.variants.first()
+    candidates = Run.objects.filter(variant=reference_variant, state=Run.State.SUCCEEDED).exclude(id=run.id)
+    candidates = candidates.filter(artifacts__name=GREEDY_ARTIFACT)
+    if run.variant_id != reference_variant.id:
+        same_batch = candidates.filter(batch=run.batch).first()
+        if same_batch:
+            return same_batch
+    return candidates.filter(created_at__lte=run.created_at).order_by("-created_at", "-id").first()
+
+
+def run_judge_correctness(*, run: Run) -> Measurement | None:
+    """Compare a run's greedy output with its reference and store the verdict as `correct`."""
+    candidate = _greedy_output(run)
+    if candidate is None:
+        return None
+    reference_run = _reference_run_for(run)
+    if reference_run is None:
+        details = {"verdict": "baseline", "reason": "no earlier reference output: this run becomes the baseline"}
+        correct = True
+    else:
+        details = compare_outputs(_greedy_output(reference_run), candidate)
+        details["reference_run"] = reference_run.id
+        correct = details["correct"]
+    measurement, _ = Measurement.objects.update_or_create(
+        run=run, metric="correct",
+        defaults={"value": float(correct), "unit": "", "direction": Measurement.Direction.HIGHER, "details": details},
+    )
+    return measurement
+
+
+def runs_judge_correctness(*, run: Run) -> None:
+    """Judge RUN, and when it is a reference, the runs of its batch that finished before it."""
+    run_judge_correctness(run=run)
+    if run.variant.is_reference:
+        for other in Run.objects.filter(batch=run.batch, state=Run.State.SUCCEEDED).exclude(id=run.id):
+            if not other.measurements.filter(metric="correct", details__reference_run=run.id).exists():
+                run_judge_correctness(run=other)
 
 
 def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None) -> bool:

@@ -1,11 +1,12 @@
 """The run life cycle in services: trigger, claim, progress, results, failure, reaping, cancel."""
+import json
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from benchsite.bench import services
-from benchsite.bench.models import Benchmark, Measurement, Run
+from benchsite.bench.models import Benchmark, Measurement, Run, Variant
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +135,38 @@ def test_reaper_fails_runs_whose_heartbeat_stopped(benchmark, sent, settings):
     assert stale.state == Run.State.FAILED
     assert "no heartbeat from worker gpu-7" in stale.error and "probing decode" in stale.error
     assert fresh.state == Run.State.BUILDING
+
+
+def _finish(run, token_ids, top):
+    """Complete RUN as a worker would, with a greedy output whose top-2 logprobs are TOP."""
+    services.run_claim(run_id=run.id, task_id="t", worker_host="h")
+    greedy = {"token_ids": token_ids,
+              "logprobs": [{f"token_id:{t}": 0.0, f"token_id:{alt}": -gap} for t, (alt, gap) in zip(token_ids, top)]}
+    services.run_complete(run_id=run.id, result={
+        "measurements": [{"metric": "decode_tok_s", "value": 100.0, "unit": "tok/s", "direction": "higher"}],
+        "artifacts": [{"kind": "probe_json", "name": "greedy.json", "content": json.dumps(greedy)}],
+    })
+    return run.measurements.get(metric="correct")
+
+
+def test_correctness_is_judged_against_the_reference_of_the_batch(benchmark, sent):
+    eager, compiled = benchmark.variants.all()
+    Variant.objects.filter(id=eager.id).update(is_reference=True)
+    ids = list(range(100, 140))
+    clear = [(1, 5.0)] * 40
+    ref_run, same_run = services.runs_trigger(benchmark=benchmark, trigger="api")
+    baseline = _finish(ref_run, ids, clear)
+    assert baseline.value == 1.0 and baseline.details["verdict"] == "baseline"
+    same = _finish(same_run, ids, clear)
+    assert same.value == 1.0 and same.details["verdict"] == "identical"
+    assert same.details["reference_run"] == ref_run.id
+
+    ref2, garbage_run = services.runs_trigger(benchmark=benchmark, trigger="api")
+    # The candidate finishes first (another GPU worker): judged against the last reference...
+    garbage = _finish(garbage_run, [7] * 40, [(8, 5.0)] * 40)
+    assert garbage.value == 0.0 and garbage.details["verdict"] == "incorrect"
+    assert garbage.details["reference_run"] == ref_run.id
+    # ...and judged again once its own batch's reference is there.
+    _finish(ref2, ids, clear)
+    garbage.refresh_from_db()
+    assert garbage.details["reference_run"] == ref2.id and garbage.value == 0.0
