@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Prefetch, QuerySet, Subquery
 from django.utils import timezone
 
 from .models import Artifact, Benchmark, Measurement, Run, Variant
@@ -48,9 +48,13 @@ class UnknownMetric(ValueError):
 def _variants_with_latest() -> QuerySet[Variant]:
     """Variants annotated with their latest run (any state) and latest successful decode tok/s."""
     latest_run = Run.objects.filter(variant=OuterRef("pk")).order_by("-created_at", "-id")
-    latest_decode = Measurement.objects.filter(
-        run__variant=OuterRef("pk"), run__state=Run.State.SUCCEEDED, metric=DEFAULT_CHART_METRIC
-    ).order_by("-run__created_at", "-run__id")
+    # A run judged incorrect never reports its speed as the variant's latest figure.
+    incorrect = Measurement.objects.filter(run=OuterRef("run"), metric="correct", value=0)
+    latest_decode = (
+        Measurement.objects.filter(run__variant=OuterRef("pk"), run__state=Run.State.SUCCEEDED, metric=DEFAULT_CHART_METRIC)
+        .exclude(Exists(incorrect))
+        .order_by("-run__created_at", "-run__id")
+    )
     return Variant.objects.order_by("position").annotate(
         latest_run_id=Subquery(latest_run.values("id")[:1]),
         latest_run_state=Subquery(latest_run.values("state")[:1]),
@@ -108,6 +112,9 @@ def benchmark_chart(*, benchmark: Benchmark, metric: str = DEFAULT_CHART_METRIC)
         .select_related("run")
         .order_by("run__created_at", "run__id")
     )
+    verdicts = dict(
+        Measurement.objects.filter(run__benchmark=benchmark, metric="correct").values_list("run_id", "value")
+    )
     for m in measurements:
         run = m.run
         if m.unit:
@@ -121,6 +128,7 @@ def benchmark_chart(*, benchmark: Benchmark, metric: str = DEFAULT_CHART_METRIC)
                 "ci_low": m.ci_low,
                 "ci_high": m.ci_high,
                 "commit": run.commit,
+                "correct": None if run.pk not in verdicts else verdicts[run.pk] == 1.0,
             }
         )
     return {

@@ -8,6 +8,7 @@
   var statusEl = document.getElementById("chart-status");
   var select = document.getElementById("chart-metric");
   var PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+  var INCORRECT = "#d62728";
 
   function fmt(v) {
     if (v == null) return "–";
@@ -65,11 +66,15 @@
         label: v.position + ". " + v.name,
         variantId: v.id,
         data: v.points.map(function (p) {
-          return { x: index[p.batch], y: p.value, run: p.run, ci_low: p.ci_low, ci_high: p.ci_high, commit: p.commit, t: p.t };
+          return { x: index[p.batch], y: p.value, run: p.run, ci_low: p.ci_low, ci_high: p.ci_high, commit: p.commit, t: p.t, correct: p.correct };
         }),
         borderColor: color,
         backgroundColor: color,
-        pointRadius: 4,
+        // A run whose output was judged incorrect is a red cross: its speed is no improvement.
+        pointStyle: v.points.map(function (p) { return p.correct === false ? "crossRot" : "circle"; }),
+        pointBorderColor: v.points.map(function (p) { return p.correct === false ? INCORRECT : color; }),
+        pointBorderWidth: v.points.map(function (p) { return p.correct === false ? 3 : 1; }),
+        pointRadius: v.points.map(function (p) { return p.correct === false ? 8 : 4; }),
         pointHoverRadius: 6,
         tension: 0,
         spanGaps: true,
@@ -123,7 +128,8 @@
               label: function (item) {
                 var p = item.raw;
                 var ci = p.ci_low != null && p.ci_high != null ? " (CI " + fmt(p.ci_low) + "–" + fmt(p.ci_high) + ")" : "";
-                return item.dataset.label + ": " + fmt(p.y) + (data.unit ? " " + data.unit : "") + ci + " · run #" + p.run;
+                return item.dataset.label + ": " + fmt(p.y) + (data.unit ? " " + data.unit : "") + ci + " · run #" + p.run +
+                  (p.correct === false ? " · INCORRECT OUTPUT" : "");
               },
             },
           },

@@ -1,9 +1,11 @@
 """HTML pages, the JSON endpoints, the trigger form and cancel, through Django's test client."""
+import uuid
+
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from benchsite.bench import services
+from benchsite.bench import selectors, services
 from benchsite.bench.models import Benchmark, Run, Variant
 
 from .conftest import add_server_log
@@ -297,3 +299,22 @@ def test_admin_pages_render(admin_client, history):
         "/admin/bench/enginesource/", "/admin/bench/run/?state__exact=SUCCEEDED",
     ]:
         assert admin_client.get(url).status_code == 200, url
+
+
+def test_chart_marks_runs_judged_incorrect_and_the_ladder_ignores_their_speed(client):
+    from benchsite.bench import services as svc
+    from benchsite.bench.models import Benchmark, Measurement, Run
+
+    benchmark = Benchmark.objects.create(name="judged", slug="judged", model="m")
+    variant = svc.variant_create(benchmark=benchmark, name="graphs")
+    good, bad = (Run.objects.create(benchmark=benchmark, variant=variant, batch=uuid.uuid4(), state=Run.State.SUCCEEDED)
+                 for _ in range(2))
+    for run, tok_s, correct in ((good, 100.0, 1.0), (bad, 300.0, 0.0)):
+        Measurement.objects.create(run=run, metric="decode_tok_s", value=tok_s, unit="tok/s", direction="higher")
+        Measurement.objects.create(run=run, metric="correct", value=correct, direction="higher")
+
+    points = client.get("/api/benchmarks/judged/chart/").json()["variants"][0]["points"]
+
+    assert {p["run"]: p["correct"] for p in points} == {good.id: True, bad.id: False}
+    [step] = selectors.benchmark_ladder(benchmark=benchmark)
+    assert step.latest_decode_tok_s == 100.0  # the faster but wrong run is not the latest figure
