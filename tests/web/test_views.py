@@ -116,7 +116,7 @@ def test_chart_endpoint_has_points_of_succeeded_runs_only(client, history, ladde
     run = history[(2, 2)]
     assert p == {
         "run": run.pk, "batch": str(run.batch), "t": run.created_at.isoformat(), "value": 301.2,
-        "ci_low": 300.2, "ci_high": 302.2, "commit": "0123abcd" * 5,
+        "ci_low": 300.2, "ci_high": 302.2, "commit": "0123abcd" * 5, "correct": None,
     }
     # runs of one trigger share a batch, so they line up on the chart
     assert data["variants"][0]["points"][0]["batch"] == data["variants"][1]["points"][0]["batch"]
