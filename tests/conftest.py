@@ -31,6 +31,17 @@ def tiny_model_dir(tmp_path_factory):
     return path
 
 
+def _point_app_at(app, broker_url, result_backend, transport_options):
+    """Switch the in-process Celery app's broker (its pools are built lazily from conf)."""
+    app.conf.broker_url, app.conf.result_backend = broker_url, result_backend
+    app.conf.broker_transport_options = transport_options
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app._pool = None
+    app.amqp._producer_pool = None
+    app._local.__dict__.pop("backend", None)
+
+
 @pytest.fixture
 def redis_broker():
     """A clean Redis database used as broker and result backend by this process and the workers."""
@@ -39,12 +50,9 @@ def redis_broker():
     from benchsite.celery import app
 
     saved = app.conf.broker_url, app.conf.result_backend, app.conf.broker_transport_options
-    app.conf.broker_url = app.conf.result_backend = TEST_REDIS_URL
-    app.conf.broker_transport_options = {"visibility_timeout": 3600}
-    app.pool.force_close_all()
+    _point_app_at(app, TEST_REDIS_URL, TEST_REDIS_URL, {"visibility_timeout": 3600})
     yield TEST_REDIS_URL
-    app.conf.broker_url, app.conf.result_backend, app.conf.broker_transport_options = saved
-    app.pool.force_close_all()
+    _point_app_at(app, *saved)
     client.flushdb()
 
 

