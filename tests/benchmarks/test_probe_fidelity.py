@@ -1,0 +1,57 @@
+"""Smoke test of benchmarks/probe_fidelity.py: one reduced case through its own functions."""
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("probe_fidelity", ROOT / "benchmarks" / "probe_fidelity.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pf = _load()
+
+
+def _case(server, attempts=2, **kw):
+    """One retry, as in tests/probes: on a loaded 2-core host the client is sometimes descheduled
+    for tens of ms; a counting or timing bug fails both attempts."""
+    for _ in range(attempts):
+        row = pf.measure_case(server, 5, 1, 48, 3, **kw)
+        if abs(row["probe"]["tok_s_err"]) < 0.01 and abs(row["probe"]["itl_p50_err"]) < 0.01:
+            break
+    return row
+
+
+def test_probe_matches_truth_and_table_renders():
+    with pf.TokenServer() as server:
+        row = _case(server, vllm_bench=False)
+    assert abs(row["probe"]["tok_s_err"]) < 0.01
+    assert abs(row["probe"]["itl_p50_err"]) < 0.01
+    assert row["truth_probe"]["requests"] == 3
+    assert row["probe"]["cpu_us_per_token"] > 0
+    table = pf.format_table({"rows": [row], "vllm_startup": None, "wall_s": 1.0, "cpu_count": 2,
+                             "loadavg_end": (0.0, 0.0, 0.0)})
+    assert "5ms k=1" in table
+
+
+@pytest.mark.engine
+def test_vllm_bench_figures_parse(tiny_model_dir, tmp_path):
+    with pf.TokenServer() as server:
+        row = _case(server, tokenizer=tiny_model_dir, result_dir=tmp_path)
+    assert abs(row["probe"]["tok_s_err"]) < 0.01
+    vb = row["vllm_bench"]
+    assert vb["total_output_tokens"] == 3 * 48
+    assert row["truth_vllm_bench"]["requests"] == 3
+    for key in ("tok_s_1000_over_median_tpot", "output_throughput", "median_tpot_ms", "median_itl_ms",
+                "median_ttft_ms", "cpu_s", "cpu_us_per_token_total"):
+        assert isinstance(vb[key], float) and math.isfinite(vb[key]) and vb[key] > 0, key
+    # loose: vllm bench's TPOT is exact against this server but its client shares 2 busy cores
+    assert abs(vb["tok_s_err"]) < 0.05
+    # output_throughput includes TTFT (20 ms per 48-token request here): visibly below the decode rate
+    assert vb["output_throughput"] < vb["tok_s_1000_over_median_tpot"]
