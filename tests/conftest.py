@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+import kombu.pools
 import pytest
 import redis
 
@@ -34,9 +35,9 @@ def tiny_model_dir(tmp_path_factory):
 def _point_app_at(app, broker_url, result_backend, transport_options):
     """Switch the in-process Celery app's broker (its pools are built lazily from conf)."""
     app.conf.broker_url, app.conf.result_backend = broker_url, result_backend
+    app.conf.broker_read_url = app.conf.broker_write_url = broker_url  # derived once at start-up
     app.conf.broker_transport_options = transport_options
-    if app._pool is not None:
-        app._pool.force_close_all()
+    kombu.pools.reset()  # closes and forgets every pooled connection, so new ones use the new URL
     app._pool = None
     app.amqp._producer_pool = None
     app._local.__dict__.pop("backend", None)
