@@ -103,6 +103,7 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_in": str(_celery_dir / "in"),
         "data_folder_out": str(_celery_dir / "in"),
         "processed_folder": str(_celery_dir / "processed"),
+        "control_folder": str(_celery_dir / "control"),
         "store_processed": False,
     }
 else:

@@ -10,9 +10,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from . import comm_share
 from .correctness import greedy_completion
 from .engine import Engine, EngineSpec
 from .overlay import cached_overlay, overlay_env
+from .probes.allreduce import expected_allreduce_calls, measure_allreduce_share, profiler_engine_args
 from .probes.decode import measure_decode
 
 SERVER_LOG_TAIL_CHARS = 200_000
@@ -75,12 +77,23 @@ def _server_log(engine: Engine | None) -> list[dict]:
 
 def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda *a, **k: None,
             cache_dir: Path | None = None) -> dict:
-    """Probes: `decode` always; `correctness` (a greedy request with top-5 logprobs, judged
-    against the reference by the service) unless `probes` leaves it out."""
+    """Probes (`spec["probes"]`, default all that apply): `decode` always; `correctness` (a
+    greedy request with top-5 logprobs, judged against the reference by the service); with
+    tensor parallelism `comm` (allreduce latency at the model's hidden size, before the engine
+    starts, while the GPUs are free) and `allreduce` (the profiler's share of each step)."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    probes = set(spec.get("probes") or ("decode", "correctness"))
+    tp = int(spec.get("tensor_parallel_size", 1))
+    probes = set(spec.get("probes") or ("decode", "correctness", "comm", "allreduce"))
+    if tp < 2:
+        probes -= {"comm", "allreduce"}
+    config = comm_share.model_config(spec["model"])
+    args = list(spec.get("engine_args", []))
+    trace_dir = work_dir / "traces"
+    if "allreduce" in probes:
+        args += profiler_engine_args(trace_dir)
     engine = None
+    comm = profile = None
     phase = "applying patches"
     try:
         env = dict(spec.get("engine_env", {}))
@@ -88,11 +101,18 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
             report(phase)
             overlay = cached_overlay(spec["patches"], Path(cache_dir or work_dir.parent / "overlays"))
             env.update(overlay_env(overlay, {**os.environ, **env}))
+        if "comm" in probes and config:
+            phase = "probing comm"
+            report(phase)
+            comm = comm_share.comm_latency(
+                tensor_parallel_size=tp, hidden_size=config["hidden_size"], dtype=comm_share.comm_dtype(config, args),
+                env=env, graph="--enforce-eager" not in args,
+            )
         phase = "starting engine"
         engine_spec = EngineSpec(
             model=spec["model"],
-            tensor_parallel_size=int(spec.get("tensor_parallel_size", 1)),
-            args=list(spec.get("engine_args", [])),
+            tensor_parallel_size=tp,
+            args=args,
             env=env,
             startup_timeout_s=float(spec.get("startup_timeout_s", 600)),
             log_path=work_dir / "vllm-serve.log",
@@ -120,6 +140,14 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
                 report(phase)
                 greedy = greedy_completion(base_url=engine.base_url, model=engine_spec.served_model_name,
                                            prompt=spec["prompt"], max_tokens=int(spec["max_tokens"]))
+            if "allreduce" in probes:
+                phase = "profiling allreduce"
+                report(phase)
+                profile = measure_allreduce_share(
+                    base_url=engine.base_url, model=engine_spec.served_model_name, trace_dir=trace_dir,
+                    prompt=spec["prompt"], max_tokens=min(64, int(spec["max_tokens"])), expected_ranks=tp,
+                    expected_calls=expected_allreduce_calls(config, tensor_parallel_size=tp) if config else None,
+                )
             engine.check_alive()
             phase = "stopping engine"
             report(phase)
@@ -132,11 +160,17 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
     return {
         "run_id": spec.get("run_id"),
         "engine": {"startup_s": round(engine.startup_s, 2), "version": getattr(engine, "version", None)},
-        "measurements": decode_measurements(decode),
+        "measurements": [
+            *decode_measurements(decode),
+            *comm_share.share_measurements(decode_tok_s=decode["decode_tok_s"], profile=profile, comm=comm),
+        ],
         "artifacts": [
             *_server_log(engine),
             {"kind": "probe_json", "name": "decode.json", "content": json.dumps(decode, indent=1)},
             *([{"kind": "probe_json", "name": GREEDY_ARTIFACT, "content": json.dumps(greedy)}] if greedy else []),
+            *([{"kind": "probe_json", "name": "allreduce.json", "content": json.dumps(profile, indent=1)}]
+              if profile else []),
+            *([{"kind": "probe_json", "name": "comm.json", "content": json.dumps(comm, indent=1)}] if comm else []),
         ],
     }
 

@@ -176,7 +176,7 @@ def heartbeat_age_s(run: Run) -> float | None:
 def run_timings(*, run: Run) -> dict:
     """Seconds spent queued (created -> started) and running (started -> finished, or -> now)."""
     now = timezone.now()
-    queued_s = ((run.started_at or (run.finished_at if run.is_final else now)) - run.created_at).total_seconds()
+    queued_s = ((run.started_at or run.finished_at or now) - run.created_at).total_seconds()
     running_s = None
     if run.started_at is not None:
         running_s = ((run.finished_at or now) - run.started_at).total_seconds()
@@ -219,3 +219,28 @@ def run_status(*, run: Run) -> dict:
             for m in run_measurements(run=run)
         ],
     }
+
+
+def run_decomposition(*, run: Run) -> dict | None:
+    """The seeds' analysis for one run: its decode step split into allreduce and compute, and
+    the ceiling if allreduce were free. Needs decode tok/s and the profiler's calls per step
+    and us per call (or the comm probe's); None when the run lacks them."""
+    from runners.analyze import decompose
+
+    values = dict(run.measurements.values_list("metric", "value"))
+    tok_s, calls = values.get("decode_tok_s"), values.get("allreduce_calls_per_step")
+    sources = [("profiler", values.get("allreduce_us_per_call")), ("comm probe", values.get("comm_us_per_call"))]
+    rows = []
+    for source, us in sources:
+        if not (tok_s and calls and us):
+            continue
+        try:
+            parts = decompose(None, calls, us, tok_s=tok_s)
+        except ValueError as exc:
+            rows.append({"source": source, "us_per_call": us, "error": str(exc)})
+            continue
+        rows.append({"source": source, "us_per_call": us, **parts})
+    if not rows:
+        return None
+    return {"tok_s": tok_s, "step_ms": 1000.0 / tok_s, "calls": calls, "rows": rows,
+            "correct": values.get("correct")}

@@ -72,6 +72,7 @@ def run_detail(request, pk):
         "log_tail_lines": selectors.LOG_TAIL_LINES,
         "heartbeat_age_s": selectors.heartbeat_age_s(run),
         "timings": selectors.run_timings(run=run),
+        "decomposition": selectors.run_decomposition(run=run),
     }
     return render(request, "bench/run_detail.html", context)
 

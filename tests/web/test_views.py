@@ -318,3 +318,22 @@ def test_chart_marks_runs_judged_incorrect_and_the_ladder_ignores_their_speed(cl
     assert {p["run"]: p["correct"] for p in points} == {good.id: True, bad.id: False}
     [step] = selectors.benchmark_ladder(benchmark=benchmark)
     assert step.latest_decode_tok_s == 100.0  # the faster but wrong run is not the latest figure
+
+
+def test_run_page_shows_the_step_decomposition(client):
+    from benchsite.bench import services as svc
+    from benchsite.bench.models import Benchmark, Measurement, Run
+
+    benchmark = Benchmark.objects.create(name="glm", slug="glm", model="m", tensor_parallel_size=8)
+    variant = svc.variant_create(benchmark=benchmark, name="LL")
+    run = Run.objects.create(benchmark=benchmark, variant=variant, batch=uuid.uuid4(), state=Run.State.SUCCEEDED)
+    # The seed's figures: 57.87 tok/s (17.28 ms), 156 allreduces of 60 us.
+    for metric, value in (("decode_tok_s", 1000 / 17.28), ("allreduce_calls_per_step", 156), ("allreduce_us_per_call", 60)):
+        Measurement.objects.create(run=run, metric=metric, value=value)
+
+    page = client.get(f"/runs/{run.id}/").content.decode()
+
+    assert "Where a decode step goes" in page and "17.28 ms per token" in page
+    assert "9.360" in page  # 156 x 60 us
+    assert "54%" in page  # 9.36 / 17.28
+    assert "126.3" in page  # 1000 / (17.28 - 9.36)

@@ -1,0 +1,96 @@
+"""The allreduce share of a decode step, triangulated (DESIGN.md, "The probes"):
+
+* profiler: calls per step, us per call and share per rank from vLLM's torch profiler;
+* analytic: calls per step x the comm probe's per-call latency at the model's hidden size,
+  against the step time the decode probe measured, and the ceiling "tok/s if allreduce were
+  free";
+* A/B (ladder steps that change only a comm setting) is computed by the service, which sees
+  the whole batch.
+
+This module turns the probes' raw results into measurements and flags disagreement.
+"""
+import json
+from pathlib import Path
+
+from .analyze import decompose
+
+# Profiler and analytic shares further apart than this (absolute) are flagged.
+DISAGREEMENT = 0.10
+DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+
+
+def model_config(model: str) -> dict | None:
+    path = Path(model) / "config.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def comm_dtype(config: dict, engine_args: list[str]) -> str:
+    """The activation dtype: `--dtype` when given, else the model's."""
+    if "--dtype" in engine_args and engine_args.index("--dtype") + 1 < len(engine_args):
+        name = engine_args[engine_args.index("--dtype") + 1]
+    else:
+        name = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    return DTYPE_SHORT.get(name.replace("torch.", ""), "bf16")
+
+
+def comm_latency(*, tensor_parallel_size: int, hidden_size: int, dtype: str, env: dict, graph: bool) -> dict:
+    """One point of the comm probe: an allreduce of one token's hidden state, as decode does it."""
+    import os
+
+    from .comm import DTYPES, run_sweep
+
+    proto = env.get("NCCL_PROTO", os.environ.get("NCCL_PROTO", "default"))
+    size = hidden_size * DTYPES[dtype][1]
+    doc = run_sweep(world_size=tensor_parallel_size, sizes=[size], dtype=dtype, protos=[proto],
+                    iters=50, warmup=10, graph=graph, timeout_s=300)
+    modes = {r["mode"]: r for r in doc["results"]}
+    chosen = modes.get("graph" if graph else "eager") or modes.get("eager")
+    if chosen is None:
+        raise RuntimeError(f"comm probe gave no result: {doc.get('notes')}")
+    return {"us_per_call": chosen["us"], "mode": chosen["mode"], "bytes": size, "proto": proto,
+            "backend": doc["backend"], "notes": doc.get("notes", [])}
+
+
+def _m(metric, value, unit, direction, details=None) -> dict:
+    return {"metric": metric, "value": value, "unit": unit, "direction": direction, "samples": [],
+            "ci_low": None, "ci_high": None, "details": details or {}}
+
+
+def share_measurements(*, decode_tok_s: float, profile: dict | None, comm: dict | None) -> list[dict]:
+    """Measurements from the profiler result (allreduce probe) and the comm probe point."""
+    out = []
+    step_ms = 1000.0 / decode_tok_s
+    calls = profile.get("calls_per_step") if profile else None
+    profiler_share = profile.get("share_min") if profile else None
+    if profile:
+        details = {"method": "profiler", "share_max": profile.get("share_max"),
+                   "per_rank": [{k: r.get(k) for k in ("rank", "allreduce_share", "allreduce_us_per_call",
+                                                       "allreduce_calls_per_step", "step_ms_median", "source")}
+                                for r in profile.get("ranks", [])],
+                   "problems": profile.get("problems", []),
+                   "note": "lowest rank: the others include waiting for the slower rank"}
+        if profiler_share is not None:
+            out.append(_m("allreduce_share", profiler_share, "", "lower", details))
+        if calls is not None:
+            out.append(_m("allreduce_calls_per_step", calls, "", "lower",
+                          {"expected": profile.get("expected_calls_per_step")}))
+        if profile.get("us_per_call_min") is not None:
+            out.append(_m("allreduce_us_per_call", profile["us_per_call_min"], "us", "lower", {"method": "profiler"}))
+    if comm and calls:
+        try:
+            analytic = decompose(step_ms, calls, comm["us_per_call"])
+        except ValueError as exc:
+            analytic = None
+            comm = {**comm, "problem": str(exc)}
+        if analytic:
+            details = {"method": "analytic", "calls_per_step": calls, "comm": comm, "step_ms": step_ms,
+                       "allreduce_ms_per_token": analytic["allreduce_ms_per_token"],
+                       "compute_ms_per_token": analytic["compute_ms_per_token"]}
+            if profiler_share is not None:
+                details["profiler_share"] = profiler_share
+                details["disagree"] = abs(analytic["allreduce_share"] - profiler_share) > DISAGREEMENT
+            out.append(_m("allreduce_share_analytic", analytic["allreduce_share"], "", "lower", details))
+            out.append(_m("ceiling_tok_s", analytic["ceiling_tok_s"], "tok/s", "higher",
+                          {"meaning": "decode tok/s if allreduce were free (analytic)", **details}))
+            out.append(_m("comm_us_per_call", comm["us_per_call"], "us", "lower", comm))
+    return out
