@@ -60,16 +60,24 @@ def run_variant(benchmark: dict, variant: dict, *, work_dir: Path) -> dict:
     return {"variant": variant, "started_at": started, "finished_at": time.time(), **entry}
 
 
-def run_ladder(ladder: dict, *, work_dir: Path, only: set[int] | None = None, previous: dict | None = None) -> dict:
+def run_ladder(ladder: dict, *, work_dir: Path, only: set[int] | None = None, previous: dict | None = None,
+               save=lambda result: None) -> dict:
+    """Run the variants in order; `save` gets the merged result after each one, so a run cut
+    short by a time limit keeps what it finished."""
     benchmark, variants = ladder["benchmark"], ladder["variants"]
     runs = {r["variant"]["name"]: r for r in (previous or {}).get("runs", [])}
+
+    def merged() -> dict:
+        ordered = [runs[v["name"]] for v in variants if v["name"] in runs]
+        return {"format": FORMAT, "benchmark": benchmark, "variants": variants, "host": host_info(), "runs": ordered}
+
     for index, variant in enumerate(variants):
         if only is not None and index not in only:
             continue
         slug = re.sub(r"[^a-z0-9]+", "-", variant["name"].lower()).strip("-")
         runs[variant["name"]] = run_variant(benchmark, variant, work_dir=work_dir / f"{index:02d}-{slug}")
-    ordered = [runs[v["name"]] for v in variants if v["name"] in runs]
-    return {"format": FORMAT, "benchmark": benchmark, "variants": variants, "host": host_info(), "runs": ordered}
+        save(merged())
+    return merged()
 
 
 def add_arguments(parser):
@@ -83,8 +91,8 @@ def main(args) -> int:
     ladder = json.loads(args.ladder.read_text())
     only = {int(i) for i in args.only.split(",")} if args.only else None
     previous = json.loads(args.out.read_text()) if args.out.exists() else None
-    result = run_ladder(ladder, work_dir=args.work_dir, only=only, previous=previous)
-    args.out.write_text(json.dumps(result, indent=1))
+    result = run_ladder(ladder, work_dir=args.work_dir, only=only, previous=previous,
+                        save=lambda r: args.out.write_text(json.dumps(r, indent=1)))
     for run in result["runs"]:
         decode = next((m for m in run.get("result", {}).get("measurements", []) if m["metric"] == "decode_tok_s"), None)
         figure = f"{decode['value']:.1f} tok/s" if decode else run.get("error", "").splitlines()[0][:100]
