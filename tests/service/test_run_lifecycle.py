@@ -170,3 +170,26 @@ def test_correctness_is_judged_against_the_reference_of_the_batch(benchmark, sen
     _finish(ref2, ids, clear)
     garbage.refresh_from_db()
     assert garbage.details["reference_run"] == ref2.id and garbage.value == 0.0
+
+
+def test_comm_ab_between_ladder_steps_that_differ_only_in_a_comm_setting(benchmark, sent):
+    graphs = services.variant_create(benchmark=benchmark, name="graphs nccl", flags=["--disable-custom-all-reduce"])
+    ll = services.variant_create(benchmark=benchmark, name="graphs LL", flags=["--disable-custom-all-reduce"],
+                                 env={"NCCL_PROTO": "LL"})
+    runs = services.runs_trigger(benchmark=benchmark, trigger="api", variants=[graphs, ll])
+    # The seed: 47.3 tok/s without LL, 57.6 with; profiler shares of the allreduce time.
+    for run, tok_s, share in zip(runs, (47.3, 57.6), (0.60, 0.55)):
+        services.run_claim(run_id=run.id, task_id="t", worker_host="h")
+        services.run_complete(run_id=run.id, result={"measurements": [
+            {"metric": "decode_tok_s", "value": tok_s}, {"metric": "allreduce_share", "value": share},
+            {"metric": "allreduce_calls_per_step", "value": 156},
+        ]})
+    ab = runs[1].measurements.get(metric="ab_allreduce_ms_delta")
+    assert ab.value == pytest.approx(1000 / 57.6 - 1000 / 47.3)  # -3.78 ms per token
+    assert ab.details["differs_in"] == ["NCCL_PROTO=LL"] and ab.details["against_run"] == runs[0].id
+    assert ab.details["us_per_call_delta"] == pytest.approx(ab.value * 1000 / 156)
+    # profiler: 0.55 * 17.36 - 0.60 * 21.14 = -3.14 ms: within tolerance of the A/B -3.78 ms
+    assert ab.details["profiler_delta_ms"] == pytest.approx(0.55 * 1000 / 57.6 - 0.60 * 1000 / 47.3)
+    assert ab.details["disagree"] is False
+    # The eager step differs in --enforce-eager: no A/B against it.
+    assert not runs[0].measurements.filter(metric="ab_allreduce_ms_delta").exists()
