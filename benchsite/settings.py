@@ -3,6 +3,7 @@
 Defaults need no server: SQLite and Celery's filesystem transport, so `make run` works on a
 bare machine. Set DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis) in production.
 """
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -71,7 +72,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"] = {"timeout": 30}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A file, not memory, so that worker processes started by the tests see the test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"

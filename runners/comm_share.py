@@ -76,6 +76,8 @@ def share_measurements(*, decode_tok_s: float, profile: dict | None, comm: dict 
                           {"expected": profile.get("expected_calls_per_step")}))
         if profile.get("us_per_call_min") is not None:
             out.append(_m("allreduce_us_per_call", profile["us_per_call_min"], "us", "lower", {"method": "profiler"}))
+    if comm and "error" in comm:
+        comm = None
     if comm and calls:
         try:
             analytic = decompose(step_ms, calls, comm["us_per_call"])

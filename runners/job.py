@@ -75,6 +75,15 @@ def _server_log(engine: Engine | None) -> list[dict]:
     return [{"kind": "server_log", "name": "vllm-serve.log", "content": text}]
 
 
+def _secondary(probe: Callable[[], dict]) -> dict:
+    """Run a probe whose failure must not cost the run its decode figures: the error is kept
+    in the result (and the measurements it would give are left out)."""
+    try:
+        return probe()
+    except Exception as exc:  # noqa: BLE001 - reported, not swallowed: it lands in the artifact
+        return {"error": f"{type(exc).__name__}: {exc}", "problems": [str(exc)]}
+
+
 def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda *a, **k: None,
             cache_dir: Path | None = None) -> dict:
     """Probes (`spec["probes"]`, default all that apply): `decode` always; `correctness` (a
@@ -104,10 +113,10 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         if "comm" in probes and config:
             phase = "probing comm"
             report(phase)
-            comm = comm_share.comm_latency(
+            comm = _secondary(lambda: comm_share.comm_latency(
                 tensor_parallel_size=tp, hidden_size=config["hidden_size"], dtype=comm_share.comm_dtype(config, args),
                 env=env, graph="--enforce-eager" not in args,
-            )
+            ))
         phase = "starting engine"
         engine_spec = EngineSpec(
             model=spec["model"],
@@ -143,11 +152,11 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
             if "allreduce" in probes:
                 phase = "profiling allreduce"
                 report(phase)
-                profile = measure_allreduce_share(
+                profile = _secondary(lambda: measure_allreduce_share(
                     base_url=engine.base_url, model=engine_spec.served_model_name, trace_dir=trace_dir,
                     prompt=spec["prompt"], max_tokens=min(64, int(spec["max_tokens"])), expected_ranks=tp,
                     expected_calls=expected_allreduce_calls(config, tensor_parallel_size=tp) if config else None,
-                )
+                ))
             engine.check_alive()
             phase = "stopping engine"
             report(phase)
