@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from benchsite.bench import services
-from benchsite.bench.demo import DEMO_USER, demo_benchmark_ensure, demo_user_ensure
+from benchsite.bench.demo import DEMO_USER, demo_benchmark_ensure, demo_gpu_history_ensure, demo_user_ensure
 from benchsite.bench.models import Run
 
 
@@ -29,6 +29,7 @@ class Command(BaseCommand):
         if not (settings.BENCH_TINY_MODEL_DIR / "config.json").exists():
             raise CommandError(f"no model at {settings.BENCH_TINY_MODEL_DIR}: run `python -m runners tiny-model` first")
         benchmark = demo_benchmark_ensure()
+        demo_gpu_history_ensure()
         demo_user_ensure()
         log_dir = settings.VAR_DIR / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
