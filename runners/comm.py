@@ -49,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .engine import free_port
+
 PROTOS = {"default": "default", "ll": "LL", "ll128": "LL128", "simple": "Simple"}
 DTYPES = {  # name -> (torch dtype attribute, bytes per element)
     "bf16": ("bfloat16", 2), "bfloat16": ("bfloat16", 2),
@@ -122,12 +124,6 @@ def sweep_sizes(*, hidden_size: int, elem_bytes: int, batch: int, max_bytes: int
 
 def busbw_factor(world_size: int) -> float:
     return 2.0 * (world_size - 1) / world_size
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _fmt_bytes(n: int) -> str:
