@@ -78,7 +78,7 @@ def _pids_with_marker(marker: str) -> list[int]:
 
 
 def test_engine_failures_end_runs_failed_with_the_log_and_the_worker_keeps_going(benchmark, celery_workers):
-    marker = f"BENCH_TEST_MARKER_{uuid.uuid4().hex}"
+    marker = f"BENCH_TEST_MARKER_{uuid.uuid4().hex.upper()}"
     services.variant_create(benchmark=benchmark, name="bad flag", flags=["--enforce-eager", "--no-such-flag"])
     services.variant_create(benchmark=benchmark, name="dies mid-run", flags=["--enforce-eager"], env={marker: "1"})
     services.variant_create(benchmark=benchmark, name="healthy", flags=["--enforce-eager"])
@@ -90,8 +90,9 @@ def test_engine_failures_end_runs_failed_with_the_log_and_the_worker_keeps_going
     assert bad.state == Run.State.FAILED
     assert "starting engine" in bad.error and "--no-such-flag" in bad.error  # the engine's own words
 
-    wait_for(lambda: Run.objects.get(id=dying.id).phase == "probing decode", RUN_TIMEOUT_S, interval_s=0.5,
-             what="the second run to start probing")
+    dying = wait_for(lambda: Run.objects.filter(id=dying.id, phase="probing decode").first() or _final(dying.id),
+                     RUN_TIMEOUT_S, interval_s=0.5, what="the second run to start probing")
+    assert dying.phase == "probing decode", dying.error
     pids = wait_for(lambda: _pids_with_marker(marker), 30, what="the engine processes")
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
