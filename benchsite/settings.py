@@ -62,11 +62,13 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=60
-    )
-}
+_database_url = env_str("DATABASE_URL", "") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+try:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+except ValueError as exc:  # unknown scheme, malformed URL
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r} is not a database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # The web process and the web-queue worker write concurrently: wait instead of failing.
     DATABASES["default"]["OPTIONS"] = {"timeout": 30}
@@ -127,4 +129,5 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("BENCH_LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}},  # one line per health poll otherwise
 }

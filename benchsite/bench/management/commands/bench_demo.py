@@ -17,6 +17,10 @@ from benchsite.bench.demo import DEMO_USER, demo_benchmark_ensure, demo_gpu_hist
 from benchsite.bench.models import Run
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 class Command(BaseCommand):
     help = "Start web + workers, create the demo benchmark and trigger one run of its ladder."
 
@@ -42,6 +46,7 @@ class Command(BaseCommand):
             "worker-gpu": [*celery, "-Q", benchmark.queue, "-n", "gpu@%h"],
         }
         procs = {}
+        signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the children too, like Ctrl-C
         try:
             for name, cmd in commands.items():
                 log = open(log_dir / f"{name}.log", "ab")
