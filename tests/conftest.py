@@ -1,4 +1,5 @@
 """Shared fixtures: real Celery workers on the real Redis broker, and a demo benchmark."""
+import ctypes
 import os
 import signal
 import subprocess
@@ -57,6 +58,15 @@ def redis_broker():
     client.flushdb()
 
 
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    """A worker left behind by a killed pytest would take the next session's tasks."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 class Workers:
     """The service's two real Celery workers, as `make run` and docker-compose start them."""
 
@@ -77,7 +87,7 @@ class Workers:
         cmd = [sys.executable, "-m", "celery", "-A", "benchsite", "worker", "-Q", queues, "-c", "1",
                "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
         self.procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                                            start_new_session=True, preexec_fn=_die_with_parent)
 
     def stop(self) -> None:
         for proc in self.procs.values():
