@@ -62,7 +62,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `runners` importable
 
 import httpx  # noqa: E402
 
-from runners import stats  # noqa: E402
+from runners.analysis import stats  # noqa: E402
 from runners.probes.decode import measure_decode  # noqa: E402
 
 SERVER = ROOT / "tests" / "probes" / "token_server.py"

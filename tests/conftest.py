@@ -26,7 +26,7 @@ def _database_url(settings_dict) -> str:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from runners.tiny_model import build_tiny_model
+    from runners.synthetic.tiny_model import build_tiny_model
 
     path = Path(os.environ.get("BENCH_TINY_MODEL_DIR") or tmp_path_factory.mktemp("tiny-model"))
     build_tiny_model(path)  # a no-op when the Makefile already built it

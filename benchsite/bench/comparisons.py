@@ -2,7 +2,7 @@
 correctness against the reference variant, and the communication A/B between ladder steps."""
 import json
 
-from runners.correctness import compare_outputs
+from runners.probes.correctness import compare_outputs
 from runners.job import GREEDY_ARTIFACT
 
 from .models import Artifact, Measurement, Run, Variant

@@ -225,7 +225,7 @@ def run_decomposition(*, run: Run) -> dict | None:
     """The seeds' analysis for one run: its decode step split into allreduce and compute, and
     the ceiling if allreduce were free. Needs decode tok/s and the profiler's calls per step
     and us per call (or the comm probe's); None when the run lacks them."""
-    from runners.analyze import decompose
+    from runners.analysis.analyze import decompose
 
     values = dict(run.measurements.values_list("metric", "value"))
     tok_s, calls = values.get("decode_tok_s"), values.get("allreduce_calls_per_step")

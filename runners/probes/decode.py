@@ -26,7 +26,7 @@ What is measured (one request at a time; `warmup` unmeasured requests first):
   (vLLM's `bench serve` reports per-chunk ITL; divide-by-k is comparable to its TPOT).
   ITL p50/p90/p99 are pooled over all measured repeats.
 - Summary over repeats: median tok/s and TTFT, and a distribution-free order-statistic CI of
-  the median tok/s (runners.stats.median_ci).
+  the median tok/s (runners.analysis.stats.median_ci).
 - Server cross-check: when GET /metrics answers, vLLM's own Prometheus histograms are read
   before and after the measured repeats; the mean of `vllm:inter_token_latency_seconds`
   (per engine step, engine-side timestamps) over that window is compared with the client's
@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from runners import stats
+from runners.analysis import stats
 
 DEFAULT_PROMPT = (
     "The history of computing is a story of machines that learned to count, then to "

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from runners.correctness import (CorrectnessError, MAX_GAP_NATS, compare_outputs, degenerate_output,
+from runners.probes.correctness import (CorrectnessError, MAX_GAP_NATS, compare_outputs, degenerate_output,
                                  normalize_logprobs)
 
 

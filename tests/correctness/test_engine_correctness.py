@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from runners.correctness import compare_outputs, greedy_completion
+from runners.probes.correctness import compare_outputs, greedy_completion
 from runners.engine import Engine, EngineSpec
-from runners.overlay import cached_overlay, overlay_env
+from runners.build.overlay import cached_overlay, overlay_env
 from runners.probes.decode import DEFAULT_PROMPT
 
 HERE = Path(__file__).parent

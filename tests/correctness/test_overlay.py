@@ -1,4 +1,4 @@
-"""runners.overlay: patch an installed vLLM through a symlink farm, never touching it."""
+"""runners.build.overlay: patch an installed vLLM through a symlink farm, never touching it."""
 import hashlib
 import os
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.overlay import (MARKER, OverlayError, PatchError, build_overlay, cached_overlay,
+from runners.build.overlay import (MARKER, OverlayError, PatchError, build_overlay, cached_overlay,
                              installed_package_root, overlay_env, overlay_key, patch_targets)
 
 HERE = Path(__file__).parent

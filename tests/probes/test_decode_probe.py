@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runners import stats
+from runners.analysis import stats
 from runners.probes.decode import ProbeError, measure_decode
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 import pytest
 
-from runners import stats
+from runners.analysis import stats
 
 
 def test_median_and_percentiles_interpolate_linearly():

@@ -11,7 +11,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
     build_tiny_model() is a no-op (well under a second) when the folder is up to date.
     """
-    from runners.tiny_model import build_tiny_model
+    from runners.synthetic.tiny_model import build_tiny_model
 
     configured = os.environ.get("BENCH_TINY_MODEL_DIR")
     path = Path(configured) if configured else tmp_path_factory.mktemp("tiny") / "model"

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runners import engine as engine_module
+from runners.engine import process as engine_module
 from runners.engine import (
     Engine,
     EngineError,

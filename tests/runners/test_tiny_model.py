@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from runners import tiny_model
-from runners.tiny_model import FILES, STAMP_FILE, build_tiny_model, is_complete
+from runners.synthetic import tiny_model
+from runners.synthetic.tiny_model import FILES, STAMP_FILE, build_tiny_model, is_complete
 
 
 @pytest.fixture(scope="module")

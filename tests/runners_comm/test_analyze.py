@@ -1,4 +1,4 @@
-"""runners.analyze: the seed's allreduce arithmetic as a command and a function."""
+"""runners.analysis.analyze: the seed's allreduce arithmetic as a command and a function."""
 import json
 import subprocess
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.analyze import Range, decompose, parse_value
+from runners.analysis.analyze import Range, decompose, parse_value
 
 ROOT = Path(__file__).resolve().parents[2]
 

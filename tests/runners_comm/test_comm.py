@@ -1,4 +1,4 @@
-"""runners.comm: the allreduce sweep, on CPU with gloo and two ranks (a few seconds)."""
+"""runners.probes.comm: the allreduce sweep, on CPU with gloo and two ranks (a few seconds)."""
 import contextlib
 import io
 import json
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runners.comm import (CommError, busbw_factor, parse_bytes, parse_protos, run_sweep,
+from runners.probes.comm import (CommError, busbw_factor, parse_bytes, parse_protos, run_sweep,
                           sweep_sizes)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def test_cli_errors(argv, message, capsys):
 
 
 def test_runners_modules_do_not_import_django():
-    code = ("import sys, runners.comm, runners.analyze; "
+    code = ("import sys, runners.probes.comm, runners.analysis.analyze; "
             "assert not [m for m in sys.modules if m.split('.')[0] == 'django'], 'django imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

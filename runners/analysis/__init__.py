@@ -1,0 +1,1 @@
+"""Analysis of probe results: step decomposition, the allreduce share, statistics."""

@@ -1,0 +1,1 @@
+"""Builds: the engine a run uses (installed vLLM, an overlay of patches)."""
