@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from .comparisons import runs_compare_comm_ab, runs_judge_correctness
 from .models import Artifact, Benchmark, Measurement, Run, Variant
+from .signals import run_finished
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,12 @@ def enqueue_run(run_id: int) -> None:
     Run.objects.filter(id=run.id, task_id="").update(task_id=result.id)
 
 
-def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None, commit: str = "") -> list[Run]:
-    """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed."""
+def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None, commit: str = "", ref: str = "",
+                 patches=()) -> list[Run]:
+    """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed.
+
+    `ref` is what was asked for (branch, tag or commit; the worker resolves it), `commit` a full
+    SHA when the caller knows it (a push); `patches` (Patch rows) go on top of the variant's."""
     chosen = list(variants) if variants is not None else list(benchmark.variants.all())
     if not chosen:
         raise TriggerError(f"benchmark {benchmark.name!r} has no variants to run")
@@ -73,10 +78,12 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
                 trigger=trigger,
                 triggered_by=user if user is not None and user.is_authenticated else None,
                 commit=commit,
+                ref=ref or commit,
             )
             for variant in sorted(chosen, key=lambda v: v.position)
         ]
         for run in runs:
+            run.patches.set(patches)
             transaction.on_commit(partial(enqueue_run, run.id))
     return runs
 
@@ -141,6 +148,7 @@ def run_complete(*, run_id: int, result: dict) -> bool:
         run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at"])
     runs_judge_correctness(run=run)
     runs_compare_comm_ab(run=run)
+    transaction.on_commit(partial(run_finished.send, sender=Run, run_id=run.id))
     return True
 
 
@@ -156,6 +164,7 @@ def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None) ->
         run.error = error
         run.finished_at = timezone.now()
         run.save(update_fields=["state", "error", "finished_at"])
+        transaction.on_commit(partial(run_finished.send, sender=Run, run_id=run.id))
     return True
 
 
