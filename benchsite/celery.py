@@ -23,7 +23,8 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     task_routes={"bench.execute_run": {"queue": "gpu.default"}},  # overridden per benchmark pool
 )
-app.autodiscover_tasks(["benchsite.bench"])
+app.autodiscover_tasks(["benchsite.bench"])  # tasks.py: the web side
+app.autodiscover_tasks(["benchsite.bench"], related_name="gpu_tasks")
 
 
 @app.on_after_finalize.connect

@@ -11,8 +11,7 @@ import dj_database_url
 from .env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("BENCH_VAR_DIR", str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+VAR_DIR = Path(env_str("BENCH_VAR_DIR", str(BASE_DIR / "var")))  # created by BenchConfig.ready()
 
 DEBUG = env_bool("DJANGO_DEBUG", True)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
@@ -85,7 +84,6 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns about a missing one
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -100,8 +98,6 @@ CELERY_RESULT_BACKEND = env_str(
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else f"file://{_celery_dir / 'results'}",
 )
 if CELERY_BROKER_URL == "filesystem://":
-    for sub in ("in", "processed", "results"):
-        (_celery_dir / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_celery_dir / "in"),
         "data_folder_out": str(_celery_dir / "in"),

@@ -1,7 +1,27 @@
+from pathlib import Path
+
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class BenchConfig(AppConfig):
     name = "benchsite.bench"
     label = "bench"
     verbose_name = "Decode benchmarks"
+
+    def ready(self):
+        # Folders are made when the app starts (web, worker or command), never at settings import.
+        for path in runtime_dirs():
+            path.mkdir(parents=True, exist_ok=True)
+
+
+def runtime_dirs() -> list[Path]:
+    """VAR_DIR (SQLite test databases live there), STATIC_ROOT (whitenoise warns when it is missing)
+    and the filesystem broker's folders when that broker is used."""
+    dirs = [Path(settings.VAR_DIR), Path(settings.STATIC_ROOT)]
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
+    dirs += [Path(options[k]) for k in ("data_folder_in", "processed_folder", "control_folder") if k in options]
+    backend = settings.CELERY_RESULT_BACKEND
+    if backend.startswith("file://"):
+        dirs.append(Path(backend.removeprefix("file://")))
+    return dirs

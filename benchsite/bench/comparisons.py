@@ -26,7 +26,7 @@ def _reference_run_for(run: Run) -> Run | None:
     return candidates.filter(created_at__lte=run.created_at).order_by("-created_at", "-id").first()
 
 
-def run_judge_correctness(*, run: Run) -> Measurement | None:
+def _judge_correctness(run: Run) -> Measurement | None:
     """Compare a run's greedy output with its reference and store the verdict as `correct`."""
     candidate = _greedy_output(run)
     if candidate is None:
@@ -101,10 +101,10 @@ def runs_compare_comm_ab(*, run: Run) -> None:
         return
 
 
-def runs_judge_correctness(*, run: Run) -> None:
+def correctness_judge(*, run: Run) -> None:
     """Judge RUN, and when it is a reference, the runs of its batch that finished before it."""
-    run_judge_correctness(run=run)
+    _judge_correctness(run)
     if run.variant.is_reference:
         for other in Run.objects.filter(batch=run.batch, state=Run.State.SUCCEEDED).exclude(id=run.id):
             if not other.measurements.filter(metric="correct", details__reference_run=run.id).exists():
-                run_judge_correctness(run=other)
+                _judge_correctness(other)

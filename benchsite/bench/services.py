@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .comparisons import runs_compare_comm_ab, runs_judge_correctness
+from .comparisons import correctness_judge, runs_compare_comm_ab
 from .models import Artifact, Benchmark, Measurement, Run, Variant
 from .signals import run_finished
 
@@ -146,7 +146,7 @@ def run_complete(*, run_id: int, result: dict) -> bool:
         run.phase = "done"
         run.finished_at = run.heartbeat_at = timezone.now()
         run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at"])
-    runs_judge_correctness(run=run)
+    correctness_judge(run=run)
     runs_compare_comm_ab(run=run)
     transaction.on_commit(partial(run_finished.send, sender=Run, run_id=run.id))
     return True

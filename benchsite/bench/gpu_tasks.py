@@ -1,0 +1,10 @@
+"""The GPU-side Celery task (queue `gpu.<pool>`). It imports no model and opens no database
+connection (import-linter checks it): a GPU host needs only the broker URL."""
+from celery import shared_task
+
+from . import gpu_worker
+
+
+@shared_task(name="bench.execute_run", bind=True, acks_late=True, max_retries=20)
+def execute_run(self, run_id: int, spec: dict):
+    return gpu_worker.execute(self, run_id, spec)
