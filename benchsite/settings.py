@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "benchsite.bench",
+    "benchsite.hooks",
 ]
 
 MIDDLEWARE = [
@@ -127,3 +128,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("BENCH_LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}},  # one line per health poll otherwise
 }
+
+# --- Webhooks, the JSON API and commit statuses (benchsite.hooks) ------------------------
+# The dashboard's address as users reach it: commit statuses link to run pages there.
+BENCH_PUBLIC_URL = env_str("BENCH_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# GitHub's REST API; https://HOST/api/v3 for GitHub Enterprise Server.
+BENCH_GITHUB_API_URL = env_str("BENCH_GITHUB_API_URL", "https://api.github.com").rstrip("/")
+# Repositories on these hosts get commit statuses through that API.
+BENCH_GITHUB_HOSTS = env_list("BENCH_GITHUB_HOSTS", ["github.com"])
+# A token allowed to write commit statuses; empty: no statuses are reported.
+BENCH_GITHUB_TOKEN = env_str("BENCH_GITHUB_TOKEN", "")
+BENCH_STATUS_CONTEXT = env_str("BENCH_STATUS_CONTEXT", "decode-bench")
+BENCH_STATUS_MAX_RETRIES = env_int("BENCH_STATUS_MAX_RETRIES", 5)
+# Backoff: base, then twice as long before each further retry (30 s, 60 s, 120 s...).
+BENCH_STATUS_RETRY_BASE_MS = env_int("BENCH_STATUS_RETRY_BASE_MS", 30_000, minimum=1)
+BENCH_STATUS_TIMEOUT_S = env_int("BENCH_STATUS_TIMEOUT_S", 10, minimum=1)

@@ -7,5 +7,6 @@ admin.site.site_title = "Decode bench"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("benchsite.hooks.urls")),
     path("", include("benchsite.bench.urls")),
 ]
