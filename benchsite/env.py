@@ -1,10 +1,13 @@
-"""Typed reads of environment variables, with a clear error for a bad value."""
+"""Typed reads of environment variables, with a clear error for a bad value.
+
+The words and rules are runners.envvars' (shared with the GPU side); here a bad value
+becomes Django's ImproperlyConfigured.
+"""
 import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+from runners import envvars
 
 
 def env_str(name: str, default: str) -> str:
@@ -12,28 +15,17 @@ def env_str(name: str, default: str) -> str:
 
 
 def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+    try:
+        return envvars.env_bool(name, default)
+    except envvars.EnvVarError as e:
+        raise ImproperlyConfigured(str(e)) from None
 
 
 def env_int(name: str, default: int, minimum: int = 0) -> int:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
     try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
-    return value
+        return envvars.env_int(name, default, minimum)
+    except envvars.EnvVarError as e:
+        raise ImproperlyConfigured(str(e)) from None
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

@@ -191,6 +191,22 @@ def test_startup_timeout(fake_vllm_command, tmp_path):
     assert engine.returncode is not None
 
 
+def test_bad_guard_grace_is_refused_before_anything_starts(fake_vllm_command, tmp_path):
+    engine = Engine(fake_spec(fake_vllm_command, tmp_path, env={"BENCH_ENGINE_GUARD_GRACE_S": "soon"}))
+    with pytest.raises(ValueError, match="BENCH_ENGINE_GUARD_GRACE_S='soon' is not a number"):
+        engine.start()
+    assert engine.proc is None
+
+
+def test_guard_command_line():
+    from runners.engine.guard import parse_guard_argv
+    assert parse_guard_argv(["--guard", "12", "--grace", "2.5", "--", "vllm", "serve"]) == (12, 2.5, ["vllm", "serve"])
+    assert parse_guard_argv(["--guard", "12", "--", "vllm"]) == (12, 10.0, ["vllm"])
+    assert parse_guard_argv(["--guard", "12", "--grace", "x", "--", "vllm"]) is None
+    assert parse_guard_argv(["--guard", "pid", "--", "vllm"]) is None
+    assert parse_guard_argv(["--guard", "12", "--"]) is None
+
+
 def test_interrupt_during_startup_stops_the_engine(fake_vllm_command, tmp_path, monkeypatch):
     monkeypatch.setattr(engine_module, "WAIT_CALLBACK_EVERY_S", 0.5)
     class Interrupted(BaseException):  # like KeyboardInterrupt or Celery's SoftTimeLimitExceeded
