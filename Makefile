@@ -8,10 +8,18 @@ export BENCH_TINY_MODEL_DIR ?= $(CURDIR)/var/tiny-model
 
 .PHONY: install run test test-fast model browser clean
 
+# uv installs the same packages as pip in a fraction of the time (about 30 s instead of 2+ min
+# here); it reads pip's find-links (where torch's CPU wheel may live) from the environment or
+# pip's configuration. Without uv on the index, pip does the same job.
+FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+UV_LINKS := $(foreach d,$(FIND_LINKS),--find-links $(d))
+EXTRAS := '.[web,dev,cpu-engine]'
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[web,dev,cpu-engine]'
+	$(PY) -m pip install -q --upgrade pip uv || true
+	if [ -x $(VENV)/bin/uv ]; then $(VENV)/bin/uv pip install -q --python $(PY) $(UV_LINKS) -e $(EXTRAS); \
+	else $(PY) -m pip install -q -e $(EXTRAS); fi
 	$(PY) -m runners cpu-engine-setup
 	touch $(STAMP)
 
@@ -27,18 +35,21 @@ run: model
 
 # The dashboard's browser test drives Debian's Chromium (no browser download).
 browser:
-	@test -x /usr/bin/chromedriver || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+	@test -x /usr/lib/chromium/chromium -a -x /usr/bin/chromedriver || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
-# The whole suite on SQLite, the real vLLM CPU engine included; then every test that needs no
-# engine again on PostgreSQL.
+# The architecture rules (import-linter), the whole suite on SQLite with the real vLLM CPU
+# engine, then every test that uses the database again on PostgreSQL (web, service, webhook and
+# one real end-to-end run; pure-Python tests are not repeated).
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
+PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15
 test: model browser
-	$(PY) -m pytest -p no:cacheprovider -ra
-	DATABASE_URL=$(TEST_POSTGRES_URL) $(PY) -m pytest -p no:cacheprovider -ra -m "not engine"
+	$(VENV)/bin/lint-imports
+	$(PYTEST)
+	DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m database
 
 # Everything but the tests that start a real engine.
 test-fast: install
-	$(PY) -m pytest -p no:cacheprovider -ra -m "not engine"
+	$(PYTEST) -m "not engine"
 
 clean:
 	rm -rf $(VENV) var db.sqlite3

@@ -24,6 +24,22 @@ def _database_url(settings_dict) -> str:
     return f"postgres://{auth}{settings_dict.get('HOST') or '127.0.0.1'}:{settings_dict.get('PORT') or 5432}/{settings_dict['NAME']}"
 
 
+def pytest_collection_modifyitems(items):
+    """Mark the tests that use a database, so the PostgreSQL pass runs those and not the
+    pure-Python ones (`pytest -m database`)."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("django_db") or fixtures & {"db", "transactional_db", "live_server"}:
+            item.add_marker(pytest.mark.database)
+        # An engine start or a Celery round trip takes longer than the default limit; a hang
+        # still fails within minutes.
+        if not item.get_closest_marker("timeout"):
+            if item.get_closest_marker("engine"):
+                item.add_marker(pytest.mark.timeout(420))
+            elif "celery_workers" in fixtures:
+                item.add_marker(pytest.mark.timeout(300))
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     from runners.synthetic.tiny_model import build_tiny_model
@@ -102,6 +118,10 @@ class Workers:
     def log(self, name: str) -> str:
         return (self.log_dir / f"worker-{name}.log").read_text(errors="replace")
 
+    def tails(self, chars: int = 4000) -> str:
+        """The end of every worker's log, for a failed wait."""
+        return "\n".join(f"--- worker {name} log ---\n{self.log(name)[-chars:]}" for name in self.procs)
+
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None
 
@@ -118,11 +138,30 @@ def celery_workers(redis_broker, transactional_db, tmp_path):
     workers.stop()
 
 
-def wait_for(predicate, timeout_s: float, interval_s: float = 1.0, what: str = "condition"):
+def wait_for(predicate, timeout_s: float, interval_s: float = 1.0, what: str = "condition", explain=None):
+    """Poll until PREDICATE is truthy; on time-out fail with EXPLAIN() (e.g. the workers' logs)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+    message = f"timed out after {timeout_s:.0f} s waiting for {what}"
+    raise AssertionError(f"{message}\n{explain()}" if explain else message)
+
+
+# The arguments every test engine on the tiny model uses: eager, float32, small caches.
+TEST_ENGINE_ARGS = ["--enforce-eager", "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "2"]
+
+
+@pytest.fixture(scope="session")
+def shared_engine(tiny_model_dir, tmp_path_factory):
+    """One real `vllm serve` (TP=1, unpatched) for every test that only reads from an engine.
+
+    Tests must not stop, kill or reconfigure it; those that need to start their own."""
+    from runners.engine import Engine, EngineSpec
+
+    spec = EngineSpec(model=str(tiny_model_dir), args=TEST_ENGINE_ARGS,
+                      log_path=tmp_path_factory.mktemp("shared-engine") / "server.log", startup_timeout_s=240)
+    with Engine(spec) as engine:
+        yield engine

@@ -1,5 +1,5 @@
-"""The real CPU engine on the tiny model: unpatched reference vs the corrupting patch (and the
-harmless one) applied through the overlay. Three engine starts (~1 min each on 2 cores)."""
+"""The real CPU engine on the tiny model: the shared unpatched engine is the reference; the
+corrupting patch and the harmless one are applied through the overlay (two engine starts)."""
 import time
 from pathlib import Path
 
@@ -9,24 +9,28 @@ from runners.probes.correctness import compare_outputs, greedy_completion
 from runners.engine import Engine, EngineSpec
 from runners.build.overlay import cached_overlay, overlay_env
 from runners.probes.decode import DEFAULT_PROMPT
+from tests.conftest import TEST_ENGINE_ARGS
 
 HERE = Path(__file__).parent
-ARGS = ["--enforce-eager", "--dtype", "float32"]
+
 MAX_TOKENS = 64
+
+
+def greedy(engine: Engine) -> dict:
+    return greedy_completion(base_url=engine.base_url, model=engine.spec.served_model_name,
+                             prompt=DEFAULT_PROMPT, max_tokens=MAX_TOKENS)
 
 
 def greedy_run(model_dir: Path, env: dict) -> tuple[dict, float, float]:
     t0 = time.monotonic()
-    with Engine(EngineSpec(model=str(model_dir), args=ARGS, env=env)) as engine:
+    with Engine(EngineSpec(model=str(model_dir), args=TEST_ENGINE_ARGS, env=env)) as engine:
         t1 = time.monotonic()
-        out = greedy_completion(base_url=engine.base_url, model=engine.spec.served_model_name,
-                                prompt=DEFAULT_PROMPT, max_tokens=MAX_TOKENS)
-        return out, t1 - t0, time.monotonic() - t1
+        return greedy(engine), t1 - t0, time.monotonic() - t1
 
 
 @pytest.mark.engine
-def test_corrupting_patch_is_incorrect_and_harmless_patch_identical(tiny_model_dir, tmp_path_factory):
-    cache = tmp_path_factory.mktemp("overlays")
+def test_corrupting_patch_is_incorrect_and_harmless_patch_identical(tiny_model_dir, shared_engine, overlay_cache):
+    cache = overlay_cache
     t0 = time.monotonic()
     corrupt = cached_overlay([{"name": "corrupt_rmsnorm.patch",
                                "content": (HERE / "corrupt_rmsnorm.patch").read_text()}], cache)
@@ -34,7 +38,7 @@ def test_corrupting_patch_is_incorrect_and_harmless_patch_identical(tiny_model_d
                                 "content": (HERE / "harmless_comment.patch").read_text()}], cache)
     overlays_s = time.monotonic() - t0
 
-    ref, ref_start, ref_req = greedy_run(tiny_model_dir, {})
+    ref = greedy(shared_engine)
     bad, bad_start, bad_req = greedy_run(tiny_model_dir, overlay_env(corrupt))
     ok, ok_start, ok_req = greedy_run(tiny_model_dir, overlay_env(harmless))
     print(f"overlays {overlays_s:.1f} s; engine start / request: reference {ref_start:.0f}/{ref_req:.1f} s, "

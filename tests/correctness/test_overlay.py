@@ -157,13 +157,13 @@ def test_new_file_inside_the_package(fake_vllm, tmp_path):
     assert not (fake_vllm / "sub/extra.py").exists()
 
 
-def test_harmless_patch_on_the_installed_vllm_imports(tmp_path):
+def test_harmless_patch_on_the_installed_vllm_imports(overlay_cache):
     """The real installed vLLM: the overlay's layernorm carries the comment, the rest is links,
     the installation is untouched, and `import vllm` in a child resolves to the overlay."""
     root = installed_package_root()
     original = (root / "model_executor/layers/layernorm.py").read_bytes()
     t0 = time.monotonic()
-    dest = cached_overlay([patch("harmless", HARMLESS.read_text())], tmp_path / "cache")
+    dest = cached_overlay([patch("harmless", HARMLESS.read_text())], overlay_cache)
     built_s = time.monotonic() - t0
     target = dest / LAYERNORM
     assert not target.is_symlink() and "comment-only change" in target.read_text()
@@ -183,6 +183,6 @@ def test_harmless_patch_on_the_installed_vllm_imports(tmp_path):
     assert built_s < 60
 
 
-def test_corrupting_patch_applies_to_the_installed_vllm(tmp_path):
-    dest = cached_overlay([patch("corrupt", CORRUPT.read_text())], tmp_path / "cache")
+def test_corrupting_patch_applies_to_the_installed_vllm(overlay_cache):
+    dest = cached_overlay([patch("corrupt", CORRUPT.read_text())], overlay_cache)
     assert "return 2.0 * ir.ops.rms_norm(" in (dest / LAYERNORM).read_text()

@@ -56,8 +56,23 @@ def test_benchmark_page_logged_in_has_trigger_form_with_all_variants_checked(aut
     assert "Log in to trigger" not in html
     for variant in ladder_benchmark.variants.all():
         assert f'value="{variant.pk}"' in html
-    assert html.count('name="variants"') == 3
-    assert html.count("checked") >= 3
+    boxes = [attrs for tag, attrs in _tags(html) if tag == "input" and attrs.get("name") == "variants"]
+    assert sorted(int(b["value"]) for b in boxes) == sorted(ladder_benchmark.variants.values_list("pk", flat=True))
+    assert all(b.get("type") == "checkbox" and "checked" in b for b in boxes)
+
+
+def _tags(html: str) -> list[tuple[str, dict]]:
+    """Every start tag with its attributes, as a browser's parser sees them."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Collector(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, {k: (v if v is not None else "") for k, v in attrs}))
+
+    Collector().feed(html)
+    return found
 
 
 def test_unknown_pages_are_404(client, db):
@@ -287,6 +302,9 @@ def test_login_page_and_login_flow(client, user):
     assert "alice" in client.get("/").content.decode()
     response = client.post("/accounts/logout/")
     assert response.status_code == 302
+    assert "_auth_user_id" not in client.session  # the session no longer names a user
+    page = client.get("/").content.decode()
+    assert "alice" not in page and "Log in" in page
 
 
 def test_admin_pages_render(admin_client, history):
