@@ -1,6 +1,7 @@
-"""The demo set-up `make run` shows: a tiny CPU benchmark with a two-step ladder, and the
+"""The demo set-up `make run` shows: a tiny CPU benchmark with a two-step ladder (demo.yaml), and the
 real 2 x H200 ladder measured with the runners (docs/measurements.md), imported once."""
 import json
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -12,26 +13,17 @@ DEMO_SLUG = "tiny-llama-cpu"
 DEMO_USER = ("demo", "demo")
 
 
+DEMO_FILE = Path(__file__).with_name("demo.yaml")
+
+
 def demo_benchmark_ensure() -> Benchmark:
-    benchmark, created = Benchmark.objects.get_or_create(
-        slug=DEMO_SLUG,
-        defaults={
-            "name": "Tiny Llama on the CPU engine",
-            "description": "4-layer random-weight Llama generated locally, served by vLLM's CPU build.",
-            "model": str(settings.BENCH_TINY_MODEL_DIR),
-            "gpu_pool": "cpu",
-            "max_tokens": 128,
-            "repeats": 5,
-            "warmup": 1,
-            "engine_args": ["--dtype", "float32", "--max-model-len", "1024", "--max-num-seqs", "4"],
-            "startup_timeout_s": 600,
-            "time_limit_s": 1800,
-        },
-    )
-    if created:
-        services.variant_create(benchmark=benchmark, name="eager", flags=["--enforce-eager"], is_reference=True)
-        services.variant_create(benchmark=benchmark, name="compiled")
-    return benchmark
+    """The demo ladder from demo.yaml, applied like any benchmarks-as-code file (idempotent)."""
+    from benchsite.hooks.apply import config_apply, config_load
+
+    data = config_load(DEMO_FILE.read_text())
+    data["benchmarks"][0]["model"] = str(settings.BENCH_TINY_MODEL_DIR)  # where this machine keeps it
+    config_apply(data=data)
+    return Benchmark.objects.get(slug=DEMO_SLUG)
 
 
 def demo_user_ensure():
