@@ -11,22 +11,48 @@ from pathlib import Path
 from typing import Callable
 
 from .analysis import share as comm_share
-from .build.overlay import cached_overlay, overlay_env
+from .build.config import BuildConfig
+from .build.errors import BuildFailure
+from .build.overlay import overlay_env
+from .build.prepare import prepare_engine
+from .contract import BUILD_LOG_ARTIFACT, GREEDY_ARTIFACT, JobSpec, SpecError
 from .engine import Engine, EngineSpec
 from .probes.correctness import greedy_completion
 from .probes.allreduce import expected_allreduce_calls, measure_allreduce_share, profiler_engine_args
 from .probes.decode import measure_decode
 
 SERVER_LOG_TAIL_CHARS = 200_000
-GREEDY_ARTIFACT = "greedy.json"  # the correctness probe's output, judged by the service
 
 
 class JobError(RuntimeError):
-    """The job failed; `artifacts` keeps what was collected (the server log above all)."""
+    """The job failed; `artifacts` keeps what was collected (the server log above all),
+    `failure_kind` says where (contract.FAILURE_KINDS) and `build` what was built, if anything."""
 
-    def __init__(self, message: str, artifacts: list[dict]):
+    def __init__(self, message: str, artifacts: list[dict], failure_kind: str = "engine", build: dict | None = None):
         super().__init__(message)
         self.artifacts = artifacts
+        self.failure_kind = failure_kind
+        self.build = build or {}
+
+
+def _build_log(text: str) -> list[dict]:
+    return [{"kind": "build_log", "name": BUILD_LOG_ARTIFACT, "content": text}] if text else []
+
+
+def _prepare(spec: dict, *, work_dir: Path, cache_dir: Path | None, build_config: BuildConfig | None, report):
+    """Validate the spec against the contract and build (or reuse) its engine."""
+    try:
+        job = JobSpec.from_dict(spec)
+        config = build_config or BuildConfig.from_env(cache_dir=cache_dir or work_dir.parent / "build-cache")
+    except (SpecError, ValueError) as exc:
+        raise JobError(f"building engine: {exc}", [], "build") from exc
+    if job.engine.kind == "git" or job.patches:
+        report("building engine")
+    try:
+        return prepare_engine(job, config, report)
+    except BuildFailure as exc:
+        build = {"path": "", "repo": job.engine.repo, "ref": job.engine.ref, "commit": job.engine.commit}
+        raise JobError(f"building engine: {exc}", _build_log(exc.log), exc.kind, build) from exc
 
 
 def _measurement(metric, value, unit, direction, samples=(), ci=None, details=None) -> dict:
@@ -85,7 +111,7 @@ def _secondary(probe: Callable[[], dict]) -> dict:
 
 
 def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda *a, **k: None,
-            cache_dir: Path | None = None) -> dict:
+            cache_dir: Path | None = None, build_config: BuildConfig | None = None) -> dict:
     """Probes (`spec["probes"]`, default all that apply): `decode` always; `correctness` (a
     greedy request with top-5 logprobs, judged against the reference by the service); with
     tensor parallelism `comm` (allreduce latency at the model's hidden size, before the engine
@@ -103,13 +129,13 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         args += profiler_engine_args(trace_dir)
     engine = None
     comm = profile = None
-    phase = "applying patches"
+    prepared = _prepare(spec, work_dir=work_dir, cache_dir=cache_dir, build_config=build_config, report=report)
+    build_artifacts = _build_log(prepared.log)
+    phase = "starting engine"
     try:
         env = dict(spec.get("engine_env", {}))
-        if spec.get("patches"):
-            report(phase)
-            overlay = cached_overlay(spec["patches"], Path(cache_dir or work_dir.parent / "overlays"))
-            env.update(overlay_env(overlay, {**os.environ, **env}))
+        if prepared.pythonpath:
+            env.update(overlay_env(Path(prepared.pythonpath), {**os.environ, **env}))
         if "comm" in probes and config:
             phase = "probing comm"
             report(phase)
@@ -165,15 +191,18 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         message = f"{phase}: {exc}"
         if tail:
             message += f"\n--- last engine log lines ---\n{tail}"
-        raise JobError(message, _server_log(engine)) from exc
+        kind = "probe" if phase.startswith(("probing", "profiling")) and not hasattr(exc, "log_tail") else "engine"
+        raise JobError(message, [*build_artifacts, *_server_log(engine)], kind, prepared.info) from exc
     return {
         "run_id": spec.get("run_id"),
         "engine": {"startup_s": round(engine.startup_s, 2), "version": getattr(engine, "version", None)},
+        "build": prepared.info,
         "measurements": [
             *decode_measurements(decode),
             *comm_share.share_measurements(decode_tok_s=decode["decode_tok_s"], profile=profile, comm=comm),
         ],
         "artifacts": [
+            *build_artifacts,
             *_server_log(engine),
             {"kind": "probe_json", "name": "decode.json", "content": json.dumps(decode, indent=1)},
             *([{"kind": "probe_json", "name": GREEDY_ARTIFACT, "content": json.dumps(greedy)}] if greedy else []),

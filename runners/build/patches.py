@@ -10,7 +10,7 @@ from pathlib import Path
 from .errors import BuildFailure
 
 PATCH_TIMEOUT_S = 120
-_FILE_RE = re.compile(r"^patching file '?(.+?)'?$")
+_FILE_RE = re.compile(r"^(?:patching|checking) file '?(.+?)'?$")
 _FAILED_RE = re.compile(r"^Hunk #(\d+) FAILED")
 _HUNK_MAX_CHARS = 4000
 

@@ -28,7 +28,7 @@ from .source import source_build
 
 @dataclass
 class PreparedEngine:
-    env: dict = field(default_factory=dict)
+    pythonpath: str = ""  # the overlay or source build to put first on PYTHONPATH ("" = installed)
     info: dict = field(default_factory=dict)
     log: str = ""
 
@@ -41,10 +41,6 @@ def package_commit(package_root: Path) -> str:
         return ""
     m = re.search(r"""^__commit_id__\s*=\s*(?:commit_id\s*=\s*)?['"]([0-9a-f]{7,40})['"]""", text, re.M)
     return m.group(1) if m else ""
-
-
-def _env_for(path: str) -> dict:
-    return overlay.overlay_env(Path(path)) if path else {}
 
 
 class _Builder:
@@ -72,7 +68,7 @@ class _Builder:
     def installed(self) -> PreparedEngine:
         commit = package_commit(self.root)
         if not self.patches:
-            return PreparedEngine({}, self.info("installed", commit, cache_hit=True))
+            return PreparedEngine("", self.info("installed", commit, cache_hit=True))
         key = build_key(repo="", commit=commit, patch_hashes=self.patch_hashes, base_version=self._base_version(commit))
 
         def build(tmp: Path) -> dict:
@@ -140,14 +136,14 @@ class _Builder:
                                      patches=self.patches, package_root=self.root, dest=tmp / "tree", log=self.log)
                 return {"path": "overlay", "sub": "tree", "base": base}
         else:  # the base itself: the installed engine is that commit
-            return PreparedEngine({}, self.info("installed", commit, base_commit=base, cache_hit=True))
+            return PreparedEngine("", self.info("installed", commit, base_commit=base, cache_hit=True))
         return self._prepared(self.store(key, build), commit, key, False)
 
     def _prepared(self, record: dict, commit: str, key: str, hit: bool) -> PreparedEngine:
         info = self.info(record["path"], commit, cache_key=key, cache_hit=hit, base_commit=record.get("base", ""))
         if record.get("engine_version"):
             info["engine_version"] = record["engine_version"]
-        return PreparedEngine(_env_for(str(Path(record["dir"]) / record["sub"])), info)
+        return PreparedEngine(str(Path(record["dir"]) / record["sub"]), info)
 
 
 def prepare_engine(spec: JobSpec, config: BuildConfig, report=lambda *a, **k: None) -> PreparedEngine:
