@@ -56,16 +56,19 @@ The result also reports, over the matched prefix, the mean absolute difference o
 chosen-token logprobs (PREFIX_WARN_NATS = 0.1 raises a warning: equal ids with moved
 probabilities, e.g. a logits scale bug that keeps the argmax, is worth a look).
 
-No Django here. `greedy_completion()` talks to the engine with httpx only.
+No Django here. `greedy_completion()` talks to the engine through runners.probes.client.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from typing import Any
 
 import httpx
+
+from runners.probes.client import CompletionClient, ProbeError, clip
 
 MAX_GAP_NATS = 0.5
 MAX_RANK = 5
@@ -429,19 +432,17 @@ def greedy_completion(*, base_url: str, model: str, prompt: str, max_tokens: int
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
             "ignore_eos": True, "n": 1, "logprobs": top_logprobs,
             "return_tokens_as_token_ids": True, "return_token_ids": True}
-    own = client is None
-    c = client or httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False)
     try:
-        r = c.post(base_url.rstrip("/") + "/v1/completions", json=body, timeout=timeout_s)
-    finally:
-        if own:
-            c.close()
-    if r.status_code != 200:
-        raise CorrectnessError(f"HTTP {r.status_code} from /v1/completions: {r.text[:1000]}")
+        with CompletionClient(base_url, timeout_s=timeout_s, client=client) as api:
+            answer = api.complete(body)
+    except ProbeError as e:
+        raise CorrectnessError(f"/v1/completions: {e.message}") from None
     try:
-        choice = r.json()["choices"][0]
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise CorrectnessError(f"unexpected /v1/completions answer: {r.text[:1000]}") from None
+        choice = answer["choices"][0]
+        if not isinstance(choice, dict):
+            raise TypeError
+    except (KeyError, IndexError, TypeError):
+        raise CorrectnessError(f"unexpected /v1/completions answer: {clip(json.dumps(answer), 1000)}") from None
     lp = choice.get("logprobs") or {}
     toks = lp.get("tokens") or []
     ids = choice.get("token_ids")

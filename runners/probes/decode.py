@@ -50,6 +50,8 @@ from typing import Any
 import httpx
 
 from runners.analysis import stats
+from runners.probes.client import CompletionClient, ProbeError, clip  # noqa: F401 (ProbeError: public here too)
+from runners.probes.metrics import hist_delta, scrape_server_metrics, settled_metrics  # noqa: F401
 
 DEFAULT_PROMPT = (
     "The history of computing is a story of machines that learned to count, then to "
@@ -65,136 +67,6 @@ BURST_WINDOW_MEDIAN_GAP_S = 1e-3
 BURST_MIN_CHUNKS = 4
 # Client vs server mean ITL: relative difference above which a warning is raised.
 SERVER_DISAGREEMENT_WARN = 0.25
-# How long to wait for the server's histograms to include the last measured request.
-METRICS_SETTLE_S = 2.0
-
-_RECEIVED_MAX = 2000  # characters of raw input kept in a ProbeError
-
-
-class ProbeError(Exception):
-    """The server's answer cannot be turned into a measurement. `received` holds what came back."""
-
-    def __init__(self, message: str, received: Any = None):
-        super().__init__(message)
-        self.message = message
-        self.received = received
-
-    def to_dict(self) -> dict:
-        return {"error": self.message, "received": self.received}
-
-
-def _clip(text: str, limit: int = _RECEIVED_MAX) -> str:
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
-
-
-# --------------------------------------------------------------------------------------------
-# /metrics
-
-
-def _parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """Prometheus text exposition -> [(name, labels, value)]. Comments and bad lines skipped."""
-    out = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        labels: dict[str, str] = {}
-        brace = line.find("{")
-        space = line.find(" ")
-        if brace != -1 and (space == -1 or brace < space):
-            name = line[:brace]
-            i = brace + 1
-            while i < len(line) and line[i] != "}":
-                eq = line.find("=", i)
-                if eq == -1 or eq + 1 >= len(line) or line[eq + 1] != '"':
-                    break
-                key = line[i:eq].strip().lstrip(",").strip()
-                j = eq + 2
-                buf = []
-                while j < len(line) and line[j] != '"':
-                    if line[j] == "\\" and j + 1 < len(line):
-                        buf.append({"n": "\n"}.get(line[j + 1], line[j + 1]))
-                        j += 2
-                        continue
-                    buf.append(line[j])
-                    j += 1
-                labels[key] = "".join(buf)
-                i = j + 1
-                while i < len(line) and line[i] in " ,":
-                    i += 1
-            rest = line[i + 1:].split()
-        else:
-            parts = line.split()
-            name, rest = parts[0], parts[1:]
-        if not rest:
-            continue
-        try:
-            value = float(rest[0])
-        except ValueError:
-            continue
-        out.append((name, labels, value))
-    return out
-
-
-# Histograms read from vLLM (names checked against vllm/v1/metrics/loggers.py, vLLM 0.32):
-# the first name present in each tuple is used (older vLLM: time_per_output_token_seconds).
-_HISTOGRAMS = {
-    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-    "request_decode_time": ("vllm:request_decode_time_seconds",),
-    "request_time_per_output_token": ("vllm:request_time_per_output_token_seconds",),
-    "ttft": ("vllm:time_to_first_token_seconds",),
-}
-
-
-def scrape_server_metrics(base_url: str, client: httpx.Client | None = None, *,
-                          model: str | None = None, timeout_s: float = 5.0) -> dict:
-    """Read vLLM's Prometheus `/metrics`. Never raises: on failure `available` is False.
-
-    Returns {"available": bool, "error": str|None, "histograms": {key: {"metric", "sum",
-    "count"}}, "generation_tokens": float|None}. Series are summed over label sets (engines);
-    with `model`, series whose `model_name` label differs are ignored.
-    """
-    url = base_url.rstrip("/") + "/metrics"
-    own = client is None
-    c = client or httpx.Client(timeout=timeout_s, trust_env=False)
-    try:
-        try:
-            resp = c.get(url, timeout=timeout_s)
-        except httpx.HTTPError as e:
-            return {"available": False, "error": f"GET {url}: {type(e).__name__}: {e}"}
-        if resp.status_code != 200:
-            return {"available": False, "error": f"GET {url}: HTTP {resp.status_code}: {_clip(resp.text, 300)}"}
-        samples = _parse_prometheus(resp.text)
-    finally:
-        if own:
-            c.close()
-
-    totals: dict[str, float] = {}
-    for name, labels, value in samples:
-        if model is not None and "model_name" in labels and labels["model_name"] != model:
-            continue
-        totals[name] = totals.get(name, 0.0) + value
-
-    histograms = {}
-    for key, names in _HISTOGRAMS.items():
-        for metric in names:
-            if metric + "_count" in totals:
-                histograms[key] = {"metric": metric, "sum": totals.get(metric + "_sum", 0.0),
-                                   "count": totals[metric + "_count"]}
-                break
-    gen = totals.get("vllm:generation_tokens_total")
-    if not histograms and gen is None:
-        return {"available": False, "error": f"GET {url}: no vllm:* histograms in the answer"}
-    return {"available": True, "error": None, "histograms": histograms, "generation_tokens": gen}
-
-
-def _hist_delta(before: dict, after: dict, key: str) -> tuple[float, float] | None:
-    b = before.get("histograms", {}).get(key)
-    a = after.get("histograms", {}).get(key)
-    if not a or not b:
-        return None
-    return a["sum"] - b["sum"], a["count"] - b["count"]
-
 
 # --------------------------------------------------------------------------------------------
 # one streamed request
@@ -215,161 +87,115 @@ def _request_body(model: str, prompt: str, max_tokens: int) -> dict:
     }
 
 
-def _sse_events(response: httpx.Response):
-    """Yield (arrival_time, data_string) per SSE event. The arrival time is perf_counter() at
-    the network read that completed the event."""
-    buf = b""
-    for piece in response.iter_bytes():
-        t = time.perf_counter()
-        buf = (buf + piece).replace(b"\r\n", b"\n")  # whole buffer: a CRLF may straddle reads
-        while True:
-            end = buf.find(b"\n\n")
-            if end == -1:
-                break
-            block, buf = buf[:end], buf[end + 2:]
-            data_lines = []
-            for line in block.split(b"\n"):
-                if line.startswith(b"data:"):
-                    v = line[5:]
-                    data_lines.append(v[1:] if v.startswith(b" ") else v)
-                # "event:", "id:", "retry:" and ":" comments carry nothing for us
-            if data_lines:
-                yield t, b"\n".join(data_lines).decode("utf-8", errors="replace")
-    if buf.strip():
-        # trailing bytes without the blank line that ends an event
-        yield None, buf.decode("utf-8", errors="replace")
+class _Tally:
+    """What one streamed completion carried so far: token chunks, counts, usage, finish reason."""
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self.chunks: list[dict] = []  # token-carrying chunks: {"t", "k", "ids", "text", "logprobs"}
+        self.n_tokens = 0
+        self.prev_usage: int | None = None
+        self.final_usage: dict | None = None
+        self.finish_reason = None
+        self.server_request_metrics = None
+        self.count_sources: set[str] = set()
+
+    def so_far(self) -> str:
+        return f"{self.n_tokens} of {self.max_tokens} tokens received in {len(self.chunks)} chunks"
+
+    def add(self, t: float, obj: dict, index: int) -> None:
+        """Count the tokens of one SSE event that arrived at T."""
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            raise ProbeError(f"SSE event #{index} has no 'choices' list", received=_raw(obj))
+        usage = obj.get("usage")
+        if not choices:  # the final usage-only chunk: carries no token
+            if usage is not None:
+                self.final_usage = usage
+            if isinstance(obj.get("metrics"), dict):
+                self.server_request_metrics = obj["metrics"]
+            return
+        if len(choices) != 1 or not isinstance(choices[0], dict):
+            raise ProbeError(f"expected one choice object per chunk, got {len(choices)}", received=_raw(obj))
+        ch = choices[0]
+        k = self._count(ch, usage, obj)
+        if ch.get("finish_reason") is not None:
+            self.finish_reason = ch["finish_reason"]
+        if k == 0:
+            return
+        self.n_tokens += k
+        lp = ch.get("logprobs")
+        self.chunks.append({"t": t, "k": k, "ids": ch.get("token_ids"), "text": ch.get("text") or "",
+                            "logprobs": lp if isinstance(lp, dict) else None})
+
+    def _count(self, ch: dict, usage, obj: dict) -> int:
+        """Tokens in this chunk, from every source the server gave; the sources must agree."""
+        counts: dict[str, int] = {}
+        ids = ch.get("token_ids")
+        if ids is not None:
+            if not isinstance(ids, list) or not all(isinstance(x, int) for x in ids):
+                raise ProbeError("token_ids is not a list of integers", received=_raw(obj))
+            counts["token_ids"] = len(ids)
+        usage_ct = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        if isinstance(usage_ct, int):
+            counts["usage"] = usage_ct - (self.prev_usage or 0)
+            self.prev_usage = usage_ct
+        lp = ch.get("logprobs")
+        if isinstance(lp, dict) and isinstance(lp.get("tokens"), list):
+            counts["logprobs"] = len(lp["tokens"])
+        if len(set(counts.values())) > 1:
+            raise ProbeError(f"token counts disagree within one chunk: {counts} ({self.so_far()})",
+                             received=_raw(obj))
+        if not counts:  # nothing to count with: one token per non-empty text chunk (approximate)
+            self.count_sources.add("text-chunks(approximate)")
+            return 1 if ch.get("text") else 0
+        self.count_sources.update(counts)
+        k = next(iter(counts.values()))
+        if k < 0:
+            raise ProbeError(f"usage.completion_tokens went backwards ({self.so_far()})", received=_raw(obj))
+        return k
 
 
-def _stream_once(client: httpx.Client, url: str, body: dict, timeout_s: float) -> dict:
+def _raw(obj: dict) -> str:
+    return clip(json.dumps(obj))
+
+
+def _stream_once(api: CompletionClient, body: dict, timeout_s: float) -> dict:
     """Send one request, read the whole stream. Returns the raw record of the repeat."""
-    max_tokens = body["max_tokens"]
-    chunks: list[dict] = []  # token-carrying chunks: {"t", "k", "ids", "text", "logprobs"}
-    n_tokens = 0
-    prev_usage: int | None = None
-    final_usage: dict | None = None
-    finish_reason = None
-    server_request_metrics = None
-    saw_done = False
-    events = 0
-    count_sources: set[str] = set()
+    tally = _Tally(body["max_tokens"])
     t_send = time.perf_counter()
-
-    def so_far() -> str:
-        return f"{n_tokens} of {max_tokens} tokens received in {len(chunks)} chunks"
-
-    try:
-        with client.stream("POST", url, json=body, timeout=timeout_s) as resp:
-            if resp.status_code != 200:
-                text = resp.read().decode("utf-8", errors="replace")
-                raise ProbeError(f"HTTP {resp.status_code} from POST {url}: {_clip(text, 1000)}",
-                                 received={"status": resp.status_code, "body": _clip(text)})
-            for t, data in _sse_events(resp):
-                events += 1
-                if t is None:
-                    raise ProbeError(f"stream ended inside an SSE event ({so_far()})",
-                                     received=_clip(data))
-                if saw_done:
-                    raise ProbeError("data after [DONE]", received=_clip(data))
-                if data.strip() == "[DONE]":
-                    saw_done = True
-                    continue
-                try:
-                    obj = json.loads(data)
-                except json.JSONDecodeError as e:
-                    raise ProbeError(f"malformed SSE JSON in event #{events} ({e}; {so_far()})",
-                                     received=_clip(data)) from None
-                if not isinstance(obj, dict):
-                    raise ProbeError(f"SSE event #{events} is not a JSON object", received=_clip(data))
-                if "error" in obj:
-                    raise ProbeError(f"server reported an error in the stream after {so_far()}: "
-                                     f"{_clip(json.dumps(obj['error']), 500)}", received=_clip(data))
-                choices = obj.get("choices")
-                if not isinstance(choices, list):
-                    raise ProbeError(f"SSE event #{events} has no 'choices' list", received=_clip(data))
-                usage = obj.get("usage")
-                usage_ct = usage.get("completion_tokens") if isinstance(usage, dict) else None
-                if not choices:
-                    # usage-only chunk (final): carries no token
-                    if usage is not None:
-                        final_usage = usage
-                    if isinstance(obj.get("metrics"), dict):
-                        server_request_metrics = obj["metrics"]
-                    continue
-                if len(choices) != 1:
-                    raise ProbeError(f"expected one choice per chunk, got {len(choices)}", received=_clip(data))
-                ch = choices[0]
-                if not isinstance(ch, dict):
-                    raise ProbeError("choice is not a JSON object", received=_clip(data))
-
-                counts: dict[str, int] = {}
-                ids = ch.get("token_ids")
-                if ids is not None:
-                    if not isinstance(ids, list) or not all(isinstance(x, int) for x in ids):
-                        raise ProbeError("token_ids is not a list of integers", received=_clip(data))
-                    counts["token_ids"] = len(ids)
-                if isinstance(usage_ct, int):
-                    counts["usage"] = usage_ct - (prev_usage or 0)
-                    prev_usage = usage_ct
-                lp = ch.get("logprobs")
-                if isinstance(lp, dict) and isinstance(lp.get("tokens"), list):
-                    counts["logprobs"] = len(lp["tokens"])
-                if len(set(counts.values())) > 1:
-                    raise ProbeError(f"token counts disagree within one chunk: {counts} ({so_far()})",
-                                     received=_clip(data))
-                if counts:
-                    k = next(iter(counts.values()))
-                    count_sources.update(counts)
-                else:
-                    # nothing to count with: one token per non-empty text chunk (approximate)
-                    k = 1 if ch.get("text") else 0
-                    count_sources.add("text-chunks(approximate)")
-                if k < 0:
-                    raise ProbeError(f"usage.completion_tokens went backwards ({so_far()})", received=_clip(data))
-                if ch.get("finish_reason") is not None:
-                    finish_reason = ch["finish_reason"]
-                if k == 0:
-                    continue
-                n_tokens += k
-                chunks.append({"t": t, "k": k, "ids": ids, "text": ch.get("text") or "",
-                               "logprobs": lp if isinstance(lp, dict) else None})
-    except httpx.TimeoutException as e:
-        raise ProbeError(
-            f"timeout: no answer from POST {url} within {timeout_s:g} s "
-            f"({type(e).__name__}; {so_far()}, {events} SSE events)",
-            received={"events": events, "tokens": n_tokens}) from None
-    except httpx.ConnectError as e:
-        raise ProbeError(f"cannot connect to {url}: {e}", received=None) from None
-    except (httpx.RemoteProtocolError, httpx.ReadError) as e:
-        raise ProbeError(
-            f"stream closed early: {so_far()}, connection ended ({type(e).__name__}: {e})",
-            received={"events": events, "tokens": n_tokens, "saw_done": saw_done}) from None
-    except httpx.HTTPError as e:
-        raise ProbeError(f"HTTP failure on POST {url}: {type(e).__name__}: {e} ({so_far()})",
-                         received={"events": events, "tokens": n_tokens}) from None
-
-    received = {"events": events, "tokens": n_tokens, "chunks": len(chunks), "saw_done": saw_done,
-                "finish_reason": finish_reason, "final_usage": final_usage}
-    if n_tokens == 0:
-        raise ProbeError(f"zero tokens received from POST {url} ({events} SSE events)", received=received)
-    if not saw_done:
-        raise ProbeError(f"stream closed early without [DONE]: {so_far()}", received=received)
-    if n_tokens > max_tokens:
-        raise ProbeError(f"more tokens than asked for: {so_far()}", received=received)
-    if n_tokens < max_tokens:
-        raise ProbeError(f"stream closed early: {so_far()} (finish_reason={finish_reason!r}; "
-                         f"ignore_eos should give exactly max_tokens)", received=received)
-    if final_usage is not None and final_usage.get("completion_tokens") not in (None, n_tokens):
-        raise ProbeError(f"final usage says {final_usage.get('completion_tokens')} completion tokens, "
-                         f"chunks carried {n_tokens}", received=received)
+    with api.stream_completion(body, timeout_s=timeout_s, progress=tally.so_far) as stream:
+        for t, obj in stream:
+            tally.add(t, obj, stream.events)
+    _check_complete(tally, stream, api.url("/v1/completions"))
     return {
         "t_send": t_send,
-        "chunks": chunks,
-        "n_tokens": n_tokens,
-        "finish_reason": finish_reason,
-        "prompt_tokens": (final_usage or {}).get("prompt_tokens"),
-        "count_sources": sorted(count_sources),
-        "server_request_metrics": server_request_metrics,
+        "chunks": tally.chunks,
+        "n_tokens": tally.n_tokens,
+        "finish_reason": tally.finish_reason,
+        "prompt_tokens": (tally.final_usage or {}).get("prompt_tokens"),
+        "count_sources": sorted(tally.count_sources),
+        "server_request_metrics": tally.server_request_metrics,
     }
+
+
+def _check_complete(tally: _Tally, stream, url: str) -> None:
+    """Exactly max_tokens tokens and a [DONE], else ProbeError saying how far it got."""
+    n, so_far = tally.n_tokens, tally.so_far()
+    received = {"events": stream.events, "tokens": n, "chunks": len(tally.chunks), "saw_done": stream.saw_done,
+                "finish_reason": tally.finish_reason, "final_usage": tally.final_usage}
+    if n == 0:
+        raise ProbeError(f"zero tokens received from POST {url} ({stream.events} SSE events)", received=received)
+    if not stream.saw_done:
+        raise ProbeError(f"stream closed early without [DONE]: {so_far}", received=received)
+    if n > tally.max_tokens:
+        raise ProbeError(f"more tokens than asked for: {so_far}", received=received)
+    if n < tally.max_tokens:
+        raise ProbeError(f"stream closed early: {so_far} (finish_reason={tally.finish_reason!r}; "
+                         f"ignore_eos should give exactly max_tokens)", received=received)
+    usage_total = (tally.final_usage or {}).get("completion_tokens")
+    if usage_total not in (None, n):
+        raise ProbeError(f"final usage says {usage_total} completion tokens, chunks carried {n}", received=received)
 
 
 def _analyze(rec: dict) -> dict:
@@ -387,38 +213,11 @@ def _analyze(rec: dict) -> dict:
         itl.extend([g / cur["k"]] * cur["k"])
     window = t_last - t_first
     decode_tok_s = (n - k_first) / window if (n - k_first) > 0 and window > 0 else None
-    suspect = None
     if decode_tok_s is None:
         suspect = "all tokens arrived in a single network read"
-    elif len(chunks) >= BURST_MIN_CHUNKS:
-        med_gap = stats.median(gaps)
-        ttft = t_first - t_send
-        # the decode window the typical gap implies (robust to one stall inside a burst)
-        implied_window = med_gap * (len(chunks) - 1)
-        if med_gap < BURST_MEDIAN_GAP_S or (med_gap < BURST_WINDOW_MEDIAN_GAP_S
-                                            and implied_window < BURST_WINDOW_FRACTION * ttft):
-            suspect = (f"burst: {len(chunks)} chunks arrived {med_gap * 1e6:.1f} us apart (median) after a "
-                       f"{ttft * 1e3:.1f} ms wait for the first; the stream was held back, so client "
-                       "timestamps do not reflect decode")
-    ids: list[int] | None = []
-    for c in chunks:
-        if c["ids"] is None:
-            ids = None
-            break
-        ids.extend(c["ids"])
-    logprobs = []
-    for c in chunks:
-        lp = c["logprobs"]
-        if not lp:
-            logprobs = None
-            break
-        toks = lp.get("tokens") or []
-        tlps = lp.get("token_logprobs") or []
-        tops = lp.get("top_logprobs") or []
-        for i, tok in enumerate(toks):
-            logprobs.append({"token": tok,
-                             "logprob": tlps[i] if i < len(tlps) else None,
-                             "top_logprobs": tops[i] if i < len(tops) else None})
+    else:
+        suspect = _burst(chunks, gaps, t_first - t_send)
+    ids, logprobs = _ids_of(chunks), _logprobs_of(chunks)
     return {
         "decode_tok_s": decode_tok_s,
         "ttft_ms": (t_first - t_send) * 1e3,
@@ -438,6 +237,45 @@ def _analyze(rec: dict) -> dict:
     }
 
 
+def _burst(chunks: list[dict], gaps: list[float], ttft: float) -> str | None:
+    """Why the arrivals look held back and released at once (see the module doc), or None."""
+    if len(chunks) < BURST_MIN_CHUNKS:
+        return None
+    med_gap = stats.median(gaps)
+    # the decode window the typical gap implies (robust to one stall inside a burst)
+    implied_window = med_gap * (len(chunks) - 1)
+    if med_gap < BURST_MEDIAN_GAP_S or (med_gap < BURST_WINDOW_MEDIAN_GAP_S
+                                        and implied_window < BURST_WINDOW_FRACTION * ttft):
+        return (f"burst: {len(chunks)} chunks arrived {med_gap * 1e6:.1f} us apart (median) after a "
+                f"{ttft * 1e3:.1f} ms wait for the first; the stream was held back, so client "
+                "timestamps do not reflect decode")
+    return None
+
+
+def _ids_of(chunks: list[dict]) -> list[int] | None:
+    """All token ids in order, or None when any chunk lacked them."""
+    if any(c["ids"] is None for c in chunks):
+        return None
+    return [i for c in chunks for i in c["ids"]]
+
+
+def _logprobs_of(chunks: list[dict]) -> list[dict] | None:
+    """[{"token", "logprob", "top_logprobs"}] per token, or None when any chunk lacked logprobs."""
+    out = []
+    for c in chunks:
+        lp = c["logprobs"]
+        if not lp:
+            return None
+        toks = lp.get("tokens") or []
+        tlps = lp.get("token_logprobs") or []
+        tops = lp.get("top_logprobs") or []
+        for i, tok in enumerate(toks):
+            out.append({"token": tok,
+                        "logprob": tlps[i] if i < len(tlps) else None,
+                        "top_logprobs": tops[i] if i < len(tops) else None})
+    return out
+
+
 def _digest(ids: list[int] | None, text: str) -> str:
     payload = ",".join(str(i) for i in ids) if ids is not None else "text:" + text
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -455,24 +293,28 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
         raise ValueError("max_tokens must be >= 2 to measure decode (the first token is prefill)")
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be >= 1 and warmup >= 0")
-    base = base_url.rstrip("/")
-    url = base + "/v1/completions"
     body = _request_body(model, prompt, max_tokens)
-    own = client is None
-    # trust_env=False: the engine is addressed directly; a host's proxy settings must not apply.
-    c = client or httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False)
-    try:
+    with CompletionClient(base_url, timeout_s=timeout_s, client=client) as api:
         for _ in range(warmup):
-            _stream_once(c, url, body, timeout_s)
-        before = scrape_server_metrics(base, c, model=model)
-        runs = [_analyze(_stream_once(c, url, body, timeout_s)) for _ in range(repeats)]
-        after = _settled_metrics(base, c, model, before, repeats) if before["available"] else before
-    finally:
-        if own:
-            c.close()
-
+            _stream_once(api, body, timeout_s)
+        before = scrape_server_metrics(api, model=model)
+        runs = [_analyze(_stream_once(api, body, timeout_s)) for _ in range(repeats)]
+        after = settled_metrics(api, model, before, repeats) if before["available"] else before
     warnings: list[str] = []
     server = _server_block(before, after, runs, repeats, warnings)
+    used = _usable_runs(runs, server, warnings)
+    result = _summary(runs, used, warnings, base=api.base_url, model=model, max_tokens=max_tokens,
+                      repeats=repeats, warmup=warmup)
+    result["server_metrics_available"] = bool(before["available"] and after.get("available"))
+    if server is None:
+        result["server_metrics_error"] = after.get("error") or before.get("error")
+    else:
+        _compare_with_server(result, server, warnings)
+    return _jsonable(result)
+
+
+def _usable_runs(runs: list[dict], server: dict | None, warnings: list[str]) -> list[dict]:
+    """The repeats the medians use: the clean ones, else every one with a rate (ProbeError if none)."""
     for i, r in enumerate(runs):
         if r["suspect"]:
             warnings.append(f"repeat {i}: {r['suspect']}")
@@ -487,31 +329,35 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
                       "server_metrics": server})
     if len(used) < len(runs):
         warnings.append(f"medians use {len(used)} of {len(runs)} repeats (suspect ones excluded)")
+    return used
 
+
+def _outputs_identical(runs: list[dict]) -> bool:
+    id_lists = [r["ids"] for r in runs]
+    if all(x is not None for x in id_lists):
+        return all(x == id_lists[0] for x in id_lists)
+    return all(r["text"] == runs[0]["text"] for r in runs)
+
+
+def _summary(runs: list[dict], used: list[dict], warnings: list[str], **request) -> dict:
+    """The result dict: medians over USED, pooled ITL percentiles, the first repeat's output."""
     tok_s = [r["decode_tok_s"] for r in used]
     itl_pool = [x for r in used for x in r["itl_s"]]
     first = runs[0]
-    id_lists = [r["ids"] for r in runs]
-    if all(x is not None for x in id_lists):
-        identical = all(x == id_lists[0] for x in id_lists)
-    else:
-        identical = all(r["text"] == first["text"] for r in runs)
+    identical = _outputs_identical(runs)
     if not identical:
         warnings.append("greedy outputs differ between repeats")
-
     ci = stats.median_ci(tok_s)
     itl_ms = {k: v * 1e3 for k, v in stats.percentiles(itl_pool).items()}
     itl_ms["mean"] = stats.mean(itl_pool) * 1e3
     itl_ms["n"] = len(itl_pool)
-    client_itl_mean_ms = itl_ms["mean"]
-
-    result: dict[str, Any] = {
+    return {
         "probe": "decode",
-        "base_url": base,
-        "model": model,
-        "max_tokens": max_tokens,
-        "repeats": repeats,
-        "warmup": warmup,
+        "base_url": request["base"],
+        "model": request["model"],
+        "max_tokens": request["max_tokens"],
+        "repeats": request["repeats"],
+        "warmup": request["warmup"],
         "prompt_tokens": first["prompt_tokens"],
         "decode_tok_s": stats.median(tok_s),
         "decode_tok_s_ci": [ci[0], ci[1]],
@@ -519,38 +365,38 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
         "decode_tok_s_mean": stats.mean(tok_s),
         "ttft_ms": stats.median([r["ttft_ms"] for r in used]),
         "itl_ms": itl_ms,
-        "samples": [
-            {"decode_tok_s": r["decode_tok_s"], "ttft_ms": r["ttft_ms"], "n_tokens": r["n_tokens"],
-             "chunks": r["chunks"], "first_chunk_tokens": r["first_chunk_tokens"],
-             "max_chunk_tokens": r["max_chunk_tokens"], "decode_window_ms": r["decode_window_ms"],
-             "suspect": r["suspect"],
-             **_server_sample(r)}
-            for r in runs
-        ],
+        "samples": [_sample(r) for r in runs],
         "token_count_sources": first["count_sources"],
         "output_token_ids": first["ids"],
         "output_digest": _digest(first["ids"], first["text"]),
         "output_text": first["text"],
         "logprobs": first["logprobs"],
         "repeat_outputs_identical": identical,
-        "client_itl_ms_mean": client_itl_mean_ms,
-        "server_metrics_available": bool(before["available"] and after.get("available")),
+        "client_itl_ms_mean": itl_ms["mean"],
         "warnings": warnings,
-        "suspect": not clean,
+        "suspect": all(r["suspect"] for r in runs),  # no clean repeat at all
     }
-    if server is None:
-        result["server_metrics_error"] = after.get("error") or before.get("error")
-    else:
-        result["server_metrics"] = server
-        if "itl_ms_mean" in server:
-            result["server_itl_ms_mean"] = server["itl_ms_mean"]
-            agreement = abs(client_itl_mean_ms - server["itl_ms_mean"]) / server["itl_ms_mean"]
-            result["server_agreement"] = agreement
-            if agreement > SERVER_DISAGREEMENT_WARN:
-                warnings.append(f"client mean ITL {client_itl_mean_ms:.3f} ms and server mean ITL "
-                                f"{server['itl_ms_mean']:.3f} ms differ by {agreement:.0%}")
-                result["suspect"] = True
-    return _jsonable(result)
+
+
+def _sample(r: dict) -> dict:
+    keys = ("decode_tok_s", "ttft_ms", "n_tokens", "chunks", "first_chunk_tokens", "max_chunk_tokens",
+            "decode_window_ms", "suspect")
+    return {**{k: r[k] for k in keys}, **_server_sample(r)}
+
+
+def _compare_with_server(result: dict, server: dict, warnings: list[str]) -> None:
+    """Add the server's figures and flag a client/server mean-ITL disagreement."""
+    result["server_metrics"] = server
+    if "itl_ms_mean" not in server:
+        return
+    client_ms, server_ms = result["client_itl_ms_mean"], server["itl_ms_mean"]
+    result["server_itl_ms_mean"] = server_ms
+    agreement = abs(client_ms - server_ms) / server_ms
+    result["server_agreement"] = agreement
+    if agreement > SERVER_DISAGREEMENT_WARN:
+        warnings.append(f"client mean ITL {client_ms:.3f} ms and server mean ITL "
+                        f"{server_ms:.3f} ms differ by {agreement:.0%}")
+        result["suspect"] = True
 
 
 def _server_sample(r: dict) -> dict:
@@ -571,12 +417,12 @@ def _server_block(before: dict, after: dict, runs: list[dict], repeats: int, war
     if not (before.get("available") and after.get("available")):
         return None
     server: dict[str, Any] = {}
-    d = _hist_delta(before, after, "itl")
+    d = hist_delta(before, after, "itl")
     if d and d[1] > 0:
         server["itl_metric"] = after["histograms"]["itl"]["metric"]
         server["itl_ms_mean"] = d[0] / d[1] * 1e3
         server["itl_count"] = d[1]
-    d = _hist_delta(before, after, "request_decode_time")
+    d = hist_delta(before, after, "request_decode_time")
     if d and d[1] > 0:
         server["requests"] = d[1]
         server["decode_time_s_mean"] = d[0] / d[1]
@@ -585,24 +431,10 @@ def _server_block(before: dict, after: dict, runs: list[dict], repeats: int, war
         elif d[1] != repeats:
             warnings.append(f"server counted {d[1]:g} finished requests during {repeats} measured "
                             "repeats (other traffic?): server figures are not comparable")
-    d = _hist_delta(before, after, "ttft")
+    d = hist_delta(before, after, "ttft")
     if d and d[1] > 0:
         server["ttft_ms_mean"] = d[0] / d[1] * 1e3
     return server
-
-
-def _settled_metrics(base: str, client: httpx.Client, model: str, before: dict, repeats: int) -> dict:
-    """Scrape /metrics until the decode-time histogram counted the measured requests (vLLM
-    records a finished request's stats asynchronously), or METRICS_SETTLE_S passed."""
-    deadline = time.perf_counter() + METRICS_SETTLE_S
-    while True:
-        after = scrape_server_metrics(base, client, model=model)
-        if not after["available"]:
-            return after
-        d = _hist_delta(before, after, "request_decode_time")
-        if d is None or d[1] >= repeats or time.perf_counter() > deadline:
-            return after
-        time.sleep(0.05)
 
 
 def _jsonable(x):
