@@ -41,7 +41,7 @@ browser:
 # engine, then every test that uses the database again on PostgreSQL (web, service, webhook and
 # one real end-to-end run; pure-Python tests are not repeated).
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
-PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15
+PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loadgroup
 test: model browser
 	$(VENV)/bin/lint-imports
 	$(PYTEST)

@@ -12,7 +12,20 @@ import pytest
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_REDIS_URL = os.environ.get("BENCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _test_redis_url() -> str:
+    """A Redis database of its own for each pytest process: xdist workers and the SQLite and
+    PostgreSQL passes may run at the same time, and their Celery workers must not take each
+    other's tasks (db 15, 14, ... on SQLite; 11, 10, ... on PostgreSQL)."""
+    if os.environ.get("BENCH_TEST_REDIS_URL"):
+        return os.environ["BENCH_TEST_REDIS_URL"]
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    first = 11 if os.environ.get("DATABASE_URL", "").startswith("postgres") else 15
+    return f"redis://127.0.0.1:6379/{first - worker % 4}"
+
+
+TEST_REDIS_URL = _test_redis_url()
 
 
 def _database_url(settings_dict) -> str:
@@ -31,6 +44,8 @@ def pytest_collection_modifyitems(items):
         fixtures = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("django_db") or fixtures & {"db", "transactional_db", "live_server"}:
             item.add_marker(pytest.mark.database)
+        if "shared_engine" in fixtures:  # under xdist, the one shared engine lives in one worker
+            item.add_marker(pytest.mark.xdist_group("shared-engine"))
         # An engine start or a Celery round trip takes longer than the default limit; a hang
         # still fails within minutes.
         if not item.get_closest_marker("timeout"):

@@ -28,26 +28,23 @@ def greedy_run(model_dir: Path, env: dict) -> tuple[dict, float, float]:
         return greedy(engine), t1 - t0, time.monotonic() - t1
 
 
-@pytest.mark.engine
-def test_corrupting_patch_is_incorrect_and_harmless_patch_identical(tiny_model_dir, shared_engine, overlay_cache):
-    cache = overlay_cache
-    t0 = time.monotonic()
-    corrupt = cached_overlay([{"name": "corrupt_rmsnorm.patch",
-                               "content": (HERE / "corrupt_rmsnorm.patch").read_text()}], cache)
-    harmless = cached_overlay([{"name": "harmless_comment.patch",
-                                "content": (HERE / "harmless_comment.patch").read_text()}], cache)
-    overlays_s = time.monotonic() - t0
+def overlay_of(name: str, cache: Path) -> Path:
+    return cached_overlay([{"name": name, "content": (HERE / name).read_text()}], cache)
 
+
+@pytest.fixture(scope="module")
+def reference(shared_engine) -> dict:
     ref = greedy(shared_engine)
-    bad, bad_start, bad_req = greedy_run(tiny_model_dir, overlay_env(corrupt))
-    ok, ok_start, ok_req = greedy_run(tiny_model_dir, overlay_env(harmless))
-    print(f"overlays {overlays_s:.1f} s; engine start / request: reference {ref_start:.0f}/{ref_req:.1f} s, "
-          f"corrupt {bad_start:.0f}/{bad_req:.1f} s, harmless {ok_start:.0f}/{ok_req:.1f} s")
-
     assert len(ref["token_ids"]) == MAX_TOKENS
     assert len(ref["logprobs"]) == MAX_TOKENS and all(len(d) >= 5 for d in ref["logprobs"])
+    return ref
 
-    verdict = compare_outputs(ref, bad)
+
+@pytest.mark.engine
+def test_corrupting_patch_is_incorrect(tiny_model_dir, reference, overlay_cache):
+    bad, start_s, request_s = greedy_run(tiny_model_dir, overlay_env(overlay_of("corrupt_rmsnorm.patch", overlay_cache)))
+    print(f"corrupt engine: start {start_s:.0f} s, request {request_s:.1f} s")
+    verdict = compare_outputs(reference, bad)
     print("corrupt:", verdict["reason"])
     # The patch only exists in the overlay: a changed output proves the engine-core/worker
     # processes (where the model runs) imported vllm from PYTHONPATH, not site-packages.
@@ -58,6 +55,11 @@ def test_corrupting_patch_is_incorrect_and_harmless_patch_identical(tiny_model_d
     assert verdict["logprob_drift"]["ref_token_in_cand_top_k"] is False
     assert verdict["degenerate_reference"]["degenerate"] is False
 
-    same = compare_outputs(ref, ok)
+
+@pytest.mark.engine
+def test_harmless_patch_is_identical(tiny_model_dir, reference, overlay_cache):
+    ok, start_s, request_s = greedy_run(tiny_model_dir, overlay_env(overlay_of("harmless_comment.patch", overlay_cache)))
+    print(f"harmless engine: start {start_s:.0f} s, request {request_s:.1f} s")
+    same = compare_outputs(reference, ok)
     assert same["verdict"] == "identical" and same["correct"] is True, same
     assert same["logprob_drift"]["prefix_max_abs_diff"] < 1e-4
