@@ -1,6 +1,7 @@
 """Small, dependency-free statistics for probe results (standard library only).
 
-- `median(values)`.
+- `median(values)`; `median_low(values)`: the lower of the two middle values, always an
+  observed value (for counts, e.g. allreduce calls per step).
 - `percentile(values, p)`: linear interpolation between closest ranks, the same definition as
   numpy's default (`method="linear"`): rank h = (n - 1) * p / 100, value = x[floor h] +
   (h - floor h) * (x[floor h + 1] - x[floor h]).
@@ -19,7 +20,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 
-__all__ = ["median", "mean", "percentile", "percentiles", "median_ci", "median_ci_coverage", "summarize"]
+__all__ = ["median", "median_low", "mean", "percentile", "percentiles", "median_ci", "median_ci_coverage", "summarize"]
 
 
 def _clean(values: Iterable[float]) -> list[float]:
@@ -32,8 +33,19 @@ def _clean(values: Iterable[float]) -> list[float]:
     return out
 
 
+def _clean_keep(values: Iterable) -> list:
+    """Like _clean, keeping the values' type (ints stay ints)."""
+    out = list(values)
+    _clean(out)
+    return out
+
+
 def median(values: Iterable[float]) -> float:
     return statistics.median(_clean(values))
+
+
+def median_low(values: Iterable[float]) -> float:
+    return statistics.median_low(_clean_keep(values))
 
 
 def mean(values: Iterable[float]) -> float:

@@ -8,3 +8,6 @@ from runners.engine.args import (  # noqa: F401
 )
 from runners.engine.cpu import cpu_thread_binding, is_cpu_build  # noqa: F401
 from runners.engine.process import Engine, EngineError, free_port  # noqa: F401
+
+__all__ = ["MANAGED_FLAGS", "Engine", "EngineError", "EngineSpec", "cpu_thread_binding", "default_vllm_command",
+           "free_port", "is_cpu_build", "validate_args", "validate_env"]

@@ -42,7 +42,7 @@ import httpx
 
 from runners.analysis import stats
 from runners.probes.client import CompletionClient, ProbeError
-from runners.probes.trace import TraceError, load_trace, parse_events, parse_trace  # noqa: F401 (public here too)
+from runners.probes.trace import TraceError, parse_trace
 
 TRACE_GLOB_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 TRACE_SETTLE_S = 2.0  # without an expected rank count: traces done when the set stays this long

@@ -43,12 +43,12 @@ import json
 import math
 import os
 import socket
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from runners.analysis import stats
 from runners.engine import free_port
 
 PROTOS = {"default": "default", "ll": "LL", "ll128": "LL128", "simple": "Simple"}
@@ -250,9 +250,7 @@ def _graph_time(t, cfg: dict) -> dict:
 
 
 def _summary(samples: list[float]) -> dict:
-    xs = sorted(samples)
-    p90 = xs[min(len(xs) - 1, int(math.ceil(0.9 * len(xs))) - 1)]
-    return {"us": statistics.median(xs), "us_min": xs[0], "us_p90": p90}
+    return {"us": stats.median(samples), "us_min": min(samples), "us_p90": stats.percentile(samples, 90)}
 
 
 # ---------------------------------------------------------------- the parent

@@ -70,10 +70,11 @@ import gzip
 import json
 import math
 import re
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
+
+from runners.analysis import stats
 
 STEP_RE = re.compile(
     r"^execute_(?:(?P<total>\d+)_)?context_(?P<ctx>\d+)\((?P<ctx_detail>[^)]*)\)"
@@ -154,7 +155,7 @@ class _Ev:
 
 
 def _median(xs: list[float]) -> float | None:
-    return statistics.median(xs) if xs else None
+    return stats.median(xs) if xs else None
 
 
 def _outermost(events: list[_Ev]) -> list[_Ev]:
@@ -537,7 +538,7 @@ def _result(fig: _Figures, steps: list[_Step], found: _Found, comm: _Comm, sourc
         "step_ms_median": _ms(_median(fig.step_us)),
         "cpu_step_ms_median": _ms(_median([s.cpu_us for s in steps])),
         "step_period_ms_median": _ms(_median(fig.periods)),
-        "allreduce_calls_per_step": statistics.median_low(fig.ar_counts) if fig.ar_counts else None,
+        "allreduce_calls_per_step": stats.median_low(fig.ar_counts) if fig.ar_counts else None,
         "allreduce_calls_per_step_set": sorted(set(fig.ar_counts)),
         "allreduce_us_per_call": _round(_median(fig.per_call_us)),
         "allreduce_us_per_step_median": _round(_median(fig.ar_us)),
@@ -546,7 +547,7 @@ def _result(fig: _Figures, steps: list[_Step], found: _Found, comm: _Comm, sourc
         "decode_step_total_us": _round(sum(fig.step_us)),
         "allreduce_share": _round(share, 6),
         "kernel_time_share": _round(_kernel_share(fig, steps, source), 6),
-        "allgather_calls_per_step": statistics.median_low(fig.ag_counts) if fig.ag_counts else None,
+        "allgather_calls_per_step": stats.median_low(fig.ag_counts) if fig.ag_counts else None,
         "allgather_calls_per_step_set": sorted(set(fig.ag_counts)),
         "allgather_us_per_call": _round(_median(fig.ag_call_us)),
         "allreduce_names": sorted({e.name for e in (comm.k_ar if on_device else comm.c_ar + comm.g_ar)}),

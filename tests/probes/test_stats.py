@@ -33,3 +33,17 @@ def test_bad_values_raise():
         stats.percentile([1, 2], 101)
     with pytest.raises(ValueError):
         stats.median([1.0, float("nan")])
+
+
+def test_median_low_is_an_observed_value():
+    assert stats.median_low([9, 6, 9, 9]) == 9
+    assert stats.median_low([6, 9]) == 6  # stats.median would say 7.5, a count no step made
+    assert isinstance(stats.median_low([1, 2, 3]), int)
+    with pytest.raises(ValueError):
+        stats.median_low([])
+
+
+def test_comm_sweep_summary_uses_the_stats_convention():
+    """The comm sweep's p90 is stats.percentile's (linear), no longer nearest-rank: 10 known samples."""
+    from runners.probes.comm import _summary
+    assert _summary([10, 1, 2, 3, 4, 5, 6, 7, 8, 9]) == {"us": 5.5, "us_min": 1, "us_p90": pytest.approx(9.1)}
