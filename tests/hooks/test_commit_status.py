@@ -134,7 +134,8 @@ def test_a_finished_run_reports_its_status_retrying_after_a_500(web_worker, gith
         workers = web_worker(BENCH_GITHUB_API_URL=github.url, BENCH_GITHUB_TOKEN=TOKEN,
                              BENCH_PUBLIC_URL="https://bench.example.org", BENCH_STATUS_RETRY_BASE_MS="200")
         finish(run, 123.4)
-        wait_for(lambda: len(github.requests) >= 2, 90, 0.2, "the status, then its retry")
+        wait_for(lambda: len(github.requests) >= 2, 90, 0.2, "the status, then its retry",
+                 explain=lambda: workers.log("web"))
     assert [r["json"]["state"] for r in github.requests] == ["success", "success"]
     assert github.requests[1]["json"]["description"] == "eager: 123.4 tok/s, no earlier result on main"
     assert "retry 1" in workers.log("web")
@@ -148,7 +149,8 @@ def test_github_down_never_fails_the_run(web_worker, github_settings, watched_be
         workers = web_worker(BENCH_GITHUB_API_URL=github.url, BENCH_GITHUB_TOKEN=TOKEN,
                              BENCH_STATUS_RETRY_BASE_MS="100", BENCH_STATUS_MAX_RETRIES="1")
         finish(run, 99.0)
-        wait_for(lambda: "not reported after 2 attempts" in workers.log("web"), 90, 0.2, "the worker to give up")
+        wait_for(lambda: "not reported after 2 attempts" in workers.log("web"), 90, 0.2, "the worker to give up",
+                 explain=lambda: workers.log("web"))
     assert len(github.requests) == 2
     run.refresh_from_db()
     assert (run.state, run.error) == ("SUCCEEDED", "")
