@@ -122,6 +122,12 @@ def sweep_sizes(*, hidden_size: int, elem_bytes: int, batch: int, max_bytes: int
     return sizes
 
 
+def bandwidth_gbs(nbytes: int, us: float, world_size: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s for NBYTES reduced in US microseconds (nccl-tests' definitions)."""
+    algbw = nbytes / (us * 1e-6) / 1e9
+    return algbw, algbw * busbw_factor(world_size)
+
+
 def busbw_factor(world_size: int) -> float:
     return 2.0 * (world_size - 1) / world_size
 
@@ -359,14 +365,14 @@ def run_sweep(*, backend: str = "auto", world_size: int | None = None, sizes: li
                 continue
             us_by_rank = [r["us"] for r in rows]
             us = max(us_by_rank)
-            algbw = row["bytes"] / (us * 1e-6) / 1e9
+            algbw, busbw = bandwidth_gbs(row["bytes"], us, world_size)
             results.append({
                 "proto": proto, "mode": row["mode"], "bytes": row["bytes"],
                 "dtype": DTYPE_SHORT[dtype_name], "us": round(us, 3),
                 "us_by_rank": [round(x, 3) for x in us_by_rank],
                 "us_min": round(min(r["us_min"] for r in rows), 3),
                 "us_p90": round(max(r["us_p90"] for r in rows), 3),
-                "algbw_gbs": round(algbw, 4), "busbw_gbs": round(algbw * factor, 4),
+                "algbw_gbs": round(algbw, 4), "busbw_gbs": round(busbw, 4),
             })
     doc = {
         "backend": backend,

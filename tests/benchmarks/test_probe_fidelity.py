@@ -18,14 +18,11 @@ def _load():
 pf = _load()
 
 
-def _case(server, attempts=2, **kw):
-    """One retry, as in tests/probes: on a loaded 2-core host the client is sometimes descheduled
-    for tens of ms; a counting or timing bug fails both attempts."""
-    for _ in range(attempts):
-        row = pf.measure_case(server, 5, 1, 48, 3, **kw)
-        if abs(row["probe"]["tok_s_err"]) < 0.01 and abs(row["probe"]["itl_p50_err"]) < 0.01:
-            break
-    return row
+def _case(server, **kw):
+    """One measurement (5 ms cadence, 1 token per chunk, 48 tokens, 3 repeats), no retry.
+    Tolerance 1 %, as in tests/probes: the median of 3 repeats absorbs one descheduled repeat
+    on the loaded 2-core host; errors seen are about 0.1 %."""
+    return pf.measure_case(server, 5, 1, 48, 3, **kw)
 
 
 def test_probe_matches_truth_and_table_renders():

@@ -46,23 +46,21 @@ CASES = [  # cadence_ms, tokens per chunk, first token alone (vLLM's behaviour),
 
 @pytest.mark.parametrize("cadence_ms,k,first_alone,max_tokens", CASES)
 def test_rate_and_itl_match_the_recorded_truth(token_server, cadence_ms, k, first_alone, max_tokens):
-    """The probe's figures (median tok/s over repeats, pooled ITL p50) within 1 % of the truth
-    computed from the server's recorded send times.
+    """The probe's figures (median tok/s over 5 repeats, pooled ITL p50) within 1 % of the truth
+    computed from the server's recorded send times, measured once.
 
-    One retry: on a small shared host (2 cores, load 5-9 seen) the probe's process is sometimes
-    descheduled for tens of ms, which shifts real arrival times; a bug in counting or timing
-    fails both attempts."""
-    for attempt in (1, 2):
-        tok_s_err, itl_err = measure_against_truth(token_server, cadence_ms, k, first_alone, max_tokens, attempt)
-        if tok_s_err < 0.01 and itl_err < 0.01:
-            break
+    Tolerance: errors seen on the shared 2-core host are 0.01-0.13 % for the medians and at
+    most 0.7 % for a single repeat. A descheduled client (tens of ms) spoils one repeat; the
+    median of 5 and the pooled p50 (hundreds of samples) absorb it, so 1 % is a counting or
+    timing bug, not noise."""
+    tok_s_err, itl_err = measure_against_truth(token_server, cadence_ms, k, first_alone, max_tokens)
     assert tok_s_err < 0.01
     assert itl_err < 0.01
 
 
-def measure_against_truth(token_server, cadence_ms, k, first_alone, max_tokens, attempt):
+def measure_against_truth(token_server, cadence_ms, k, first_alone, max_tokens):
     sc = dict(cadence_ms=cadence_ms, k=k, first_alone=first_alone, ttft_ms=30,
-              tag=f"acc{cadence_ms}-{k}-{first_alone}-{attempt}")
+              tag=f"acc{cadence_ms}-{k}-{first_alone}")
     repeats = 5
     result = measure_decode(base_url=token_server.url(**sc), model=MODEL, prompt="hello", max_tokens=max_tokens,
                             repeats=repeats, warmup=1)
@@ -89,7 +87,7 @@ def measure_against_truth(token_server, cadence_ms, k, first_alone, max_tokens, 
     true_p50 = stats.percentile([x for t in truths for x in t["itl"]], 50) * 1e3
     itl_err = rel(result["itl_ms"]["p50"], true_p50)
     print(f"\ncadence {cadence_ms} ms, {k} tok/chunk, first_alone={first_alone}, {max_tokens} tokens x {repeats} "
-          f"(attempt {attempt}): tok/s {result['decode_tok_s']:.3f} (truth {true_tok_s:.3f}, err {tok_s_err:.4%}; "
+          f": tok/s {result['decode_tok_s']:.3f} (truth {true_tok_s:.3f}, err {tok_s_err:.4%}; "
           f"per repeat worst {max(errors):.4%}); ITL p50 {result['itl_ms']['p50']:.4f} ms (truth {true_p50:.4f}, "
           f"err {itl_err:.4%}); TTFT excess median {stats.median(ttft_excess):.3f} ms")
     return tok_s_err, itl_err
@@ -134,13 +132,25 @@ def test_result_shape_tokens_and_server_cross_check(token_server):
     assert result["server_metrics_available"] is True
     assert result["server_metrics"]["requests"] == 3
     assert result["server_metrics"]["itl_count"] == 3 * 39
-    assert result["server_agreement"] == pytest.approx(
-        abs(result["client_itl_ms_mean"] - result["server_itl_ms_mean"]) / result["server_itl_ms_mean"])
     # engine-side step times vs client arrivals: close (loose: this host may be heavily loaded)
     assert result["server_itl_ms_mean"] == pytest.approx(10, rel=0.05)
     assert result["server_agreement"] < 0.1
     # server decode tok/s is pooled over repeats (sum of tokens / sum of decode time): compare pooled
     assert rel(result["server_metrics"]["decode_tok_s"], 1e3 / result["client_itl_ms_mean"]) < 0.1
+
+
+def test_client_server_agreement_known_answers():
+    """Relative difference of the mean ITLs, warned about above 25 %: 11 ms vs 10 ms is 10 %,
+    13 ms vs 10 ms is 30 % and makes the result suspect."""
+    from runners.probes.decode import _compare_with_server
+
+    result, warnings = {"client_itl_ms_mean": 11.0, "suspect": False}, []
+    _compare_with_server(result, {"itl_ms_mean": 10.0}, warnings)
+    assert result["server_agreement"] == pytest.approx(0.10) and warnings == [] and result["suspect"] is False
+    result, warnings = {"client_itl_ms_mean": 13.0, "suspect": False}, []
+    _compare_with_server(result, {"itl_ms_mean": 10.0}, warnings)
+    assert result["server_agreement"] == pytest.approx(0.30) and result["suspect"] is True
+    assert warnings == ["client mean ITL 13.000 ms and server mean ITL 10.000 ms differ by 30%"]
 
 
 def test_usage_only_final_chunk_is_not_a_token(token_server):
