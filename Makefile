@@ -37,15 +37,22 @@ run: model
 browser:
 	@test -x /usr/lib/chromium/chromium -a -x /usr/bin/chromedriver || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
-# The architecture rules (import-linter), the whole suite on SQLite with the real vLLM CPU
-# engine, then every test that uses the database again on PostgreSQL (web, service, webhook and
-# one real end-to-end run; pure-Python tests are not repeated).
+# The architecture rules (import-linter), then two passes at the same time, each on 2 xdist
+# workers: the whole suite on SQLite with the real vLLM CPU engine (but the end-to-end run), and
+# every test that uses the database on PostgreSQL (web, service, webhook, and the real end-to-end
+# run; pure-Python tests are not repeated). The PostgreSQL pass prints its log when both are done.
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loadgroup
 test: model browser
 	$(VENV)/bin/lint-imports
-	$(PYTEST)
-	DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m database
+	@mkdir -p var/logs
+	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m database > var/logs/test-postgres.log 2>&1 & pg=$$!; \
+	echo "=== SQLite pass (the PostgreSQL pass runs beside it: var/logs/test-postgres.log) ==="; \
+	$(PYTEST) -m "not postgres_pass"; sqlite=$$?; \
+	wait $$pg; postgres=$$?; \
+	echo "SQLite pass exit $$sqlite, PostgreSQL pass exit $$postgres"; \
+	echo "=== PostgreSQL pass ==="; cat var/logs/test-postgres.log; \
+	test $$sqlite = 0 -a $$postgres = 0
 
 # Everything but the tests that start a real engine.
 test-fast: install

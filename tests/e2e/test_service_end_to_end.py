@@ -15,7 +15,11 @@ from benchsite.bench import services
 from benchsite.bench.models import Benchmark, Run
 from tests.conftest import wait_for
 
-pytestmark = [pytest.mark.engine, pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
+# `make test` runs it once, in the PostgreSQL pass: the production database, where
+# select_for_update guards a late result against a failure. SQLite keeps the real-worker tests
+# of tests/service.
+pytestmark = [pytest.mark.engine, pytest.mark.postgres_pass, pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(600)]
 
 RUN_TIMEOUT_S = 300
 ENGINE_ARGS = ["--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "2"]

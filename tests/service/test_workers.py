@@ -28,14 +28,15 @@ def test_a_failing_engine_fails_the_run_once_even_when_the_task_is_delivered_twi
     app.send_task("bench.execute_run", args=[run.id, services.run_spec(run)], queue="gpu.cpu")
 
     run = wait_for(lambda: Run.objects.filter(id=run.id, state=Run.State.FAILED).first(), 240,
-                   what="the run to fail")
+                   what="the run to fail", explain=celery_workers.tails)
     assert "starting engine" in run.error
     assert "last engine log lines" in run.error
     # vLLM's own refusal (through huggingface_hub), not our "# engine command:" line with the path
     assert "Repo id must be in the form" in run.error, run.error
     assert run.worker_host and run.task_id
     assert run.artifacts.filter(kind="server_log").exists()
-    wait_for(lambda: "skipped" in celery_workers.log("gpu"), 60, what="the duplicate to be skipped")
+    wait_for(lambda: "skipped" in celery_workers.log("gpu"), 60, what="the duplicate to be skipped",
+             explain=celery_workers.tails)
     assert celery_workers.alive("gpu")
 
 
@@ -45,6 +46,7 @@ def test_a_run_cancelled_while_queued_is_never_executed(broken_benchmark, celery
     services.run_cancel(run=run)
     celery_workers.start("web", "web")
     celery_workers.start("gpu", "gpu.cpu")
-    wait_for(lambda: "skipped" in celery_workers.log("gpu"), 120, what="the worker to skip the run")
+    wait_for(lambda: "skipped" in celery_workers.log("gpu"), 120, what="the worker to skip the run",
+             explain=celery_workers.tails)
     run.refresh_from_db()
     assert run.state == Run.State.CANCELLED and run.worker_host == ""
