@@ -94,6 +94,10 @@ class Variant(models.Model):
     env = models.JSONField(default=dict, blank=True, help_text="Environment, e.g. {\"NCCL_PROTO\": \"LL\"}.")
     patches = models.ManyToManyField(Patch, blank=True)
     is_reference = models.BooleanField(default=False, help_text="Its greedy output is the correctness reference.")
+    # A ladder is not always cumulative (the H200 ladder turns custom allreduce off for its NCCL
+    # steps): the waterfall measures each step against the one it builds on.
+    builds_on = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+                                  help_text="The step this one changes; empty: the previous position.")
 
     class Meta:
         ordering = ["benchmark", "position"]
@@ -198,3 +202,22 @@ class Artifact(models.Model):
 
     def __str__(self):
         return f"{self.kind}:{self.name}"
+
+
+class Annotation(models.Model):
+    """A note on a benchmark's history ("enabled CUDA graphs") at a commit or over a date range;
+    every chart of the benchmark shows it."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="annotations")
+    text = models.CharField(max_length=200)
+    commit = models.CharField(max_length=64, blank=True, help_text="A commit (prefix) the note is about.")
+    starts_at = models.DateTimeField(null=True, blank=True)
+    ends_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["benchmark", "created_at", "id"]
+
+    def __str__(self):
+        return self.text
