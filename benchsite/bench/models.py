@@ -145,6 +145,9 @@ class Run(models.Model):
     phase = models.CharField(max_length=100, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    took_effect = models.JSONField(default=dict, blank=True,
+                                   help_text="Per setting of the variant: asked, effective, verdict and the "
+                                             "engine's own log lines that show it (runners.analysis.evidence).")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -172,6 +175,9 @@ class Measurement(models.Model):
     unit = models.CharField(max_length=20, blank=True)
     direction = models.CharField(max_length=10, choices=Direction.choices, default=Direction.NONE)
     samples = models.JSONField(default=list, blank=True)
+    sample_flags = models.JSONField(default=list, blank=True,
+                                    help_text="Parallel to `samples`: '' for a clean repeat, else why it is "
+                                              "kept out of every statistic (e.g. 'burst').")
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
