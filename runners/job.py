@@ -43,7 +43,8 @@ def _prepare(spec: dict, *, work_dir: Path, cache_dir: Path | None, build_config
     """Validate the spec against the contract and build (or reuse) its engine."""
     try:
         job = JobSpec.from_dict(spec)
-        config = build_config or BuildConfig.from_env(cache_dir=cache_dir or work_dir.parent / "build-cache")
+        config = build_config or BuildConfig.from_env(
+            cache_dir=cache_dir or os.environ.get("BENCH_BUILD_CACHE_DIR") or work_dir.parent / "build-cache")
     except (SpecError, ValueError) as exc:
         raise JobError(f"building engine: {exc}", [], "build") from exc
     if job.engine.kind == "git" or job.patches:

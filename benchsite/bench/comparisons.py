@@ -3,7 +3,7 @@ correctness against the reference variant, and the communication A/B between lad
 import json
 
 from runners.probes.correctness import compare_outputs
-from runners.job import GREEDY_ARTIFACT
+from runners.contract import GREEDY_ARTIFACT
 
 from .models import Artifact, Measurement, Run, Variant
 

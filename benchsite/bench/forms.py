@@ -1,9 +1,8 @@
 from django import forms
-from django.core.validators import RegexValidator
 
-from .models import Benchmark
+from runners.contract import MAX_PATCH_BYTES, SpecError, check_ref
 
-COMMIT_VALIDATOR = RegexValidator(r"^[0-9a-f]{7,40}$", "A commit is 7 to 40 hexadecimal characters.")
+from .models import Benchmark, EngineSource
 
 
 class VariantChoiceField(forms.ModelMultipleChoiceField):
@@ -12,19 +11,25 @@ class VariantChoiceField(forms.ModelMultipleChoiceField):
 
 
 class TriggerForm(forms.Form):
-    """Start one run per chosen variant of one benchmark (all variants checked by default)."""
+    """Start one run per chosen variant of one benchmark (all variants checked by default), at
+    an engine ref (the worker resolves it to a commit) with an optional uploaded patch."""
 
     variants = VariantChoiceField(
         queryset=None,
         widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Choose at least one variant."},
     )
-    commit = forms.CharField(
+    ref = forms.CharField(
         required=False,
-        max_length=40,
+        max_length=250,
         strip=True,
-        help_text="Optional engine commit (7-40 hex characters); empty: the benchmark's default.",
-        widget=forms.TextInput(attrs={"placeholder": "e.g. 3f2a9c1", "size": 42, "spellcheck": "false"}),
+        label="Engine ref",
+        help_text="Optional branch, tag or commit of the benchmark's engine repository; empty: its default.",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. main, v0.32.0, 3f2a9c1", "size": 42, "spellcheck": "false"}),
+    )
+    patch = forms.FileField(
+        required=False,
+        help_text="Optional unified diff (git diff) applied on top of the variant's patches; at most 1 MiB.",
     )
 
     def __init__(self, *args, benchmark: Benchmark, **kwargs):
@@ -36,8 +41,29 @@ class TriggerForm(forms.Form):
         if not self.is_bound:
             self.fields["variants"].initial = [v.pk for v in qs]
 
-    def clean_commit(self):
-        commit = self.cleaned_data["commit"].lower()
-        if commit:
-            COMMIT_VALIDATOR(commit)
-        return commit
+    def clean_ref(self):
+        ref = self.cleaned_data["ref"]
+        if not ref:
+            return ref
+        source = self.benchmark.engine_source
+        if source is None or source.kind != EngineSource.Kind.GIT:
+            raise forms.ValidationError("This benchmark runs the worker's installed engine: it has no repository "
+                                        "to take a ref from.")
+        try:
+            return check_ref(ref)
+        except SpecError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_patch(self):
+        upload = self.cleaned_data["patch"]
+        if not upload:
+            return None
+        if upload.size > MAX_PATCH_BYTES:
+            raise forms.ValidationError(f"The patch is {upload.size} bytes; the limit is {MAX_PATCH_BYTES} (1 MiB).")
+        try:
+            content = upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The patch is not UTF-8 text (binary patches are not supported).") from None
+        if not ("\n+++ " in content and "\n@@ " in content):
+            raise forms.ValidationError("The file is not a unified diff (no '+++' file header and '@@' hunk).")
+        return {"name": upload.name[:200], "content": content}

@@ -72,17 +72,17 @@ def execute(task, run_id: int, spec: dict) -> str:
         try:
             result = run_job(spec, work_dir=work_dir, report=reporter.progress)
         except JobError as exc:
-            message = str(exc)
+            message, kind = str(exc), exc.failure_kind
             if isinstance(exc.__cause__, SoftTimeLimitExceeded):
-                message = f"time limit reached (the engine was stopped) during {message}"
-            reporter.send("bench.record_failure", message, exc.artifacts)
+                message, kind = f"time limit reached (the engine was stopped) during {message}", "timeout"
+            reporter.send("bench.record_failure", message, exc.artifacts, kind, exc.build)
             return "failed"
         except SoftTimeLimitExceeded:
-            reporter.send("bench.record_failure", f"time limit reached during phase {reporter.phase!r}", [])
+            reporter.send("bench.record_failure", f"time limit reached during phase {reporter.phase!r}", [], "timeout")
             return "failed"
         except Exception as exc:  # a bug in a probe must still end the run with a reason
             log.exception("run %s crashed", run_id)
-            reporter.send("bench.record_failure", f"worker error: {type(exc).__name__}: {exc}", [])
+            reporter.send("bench.record_failure", f"worker error: {type(exc).__name__}: {exc}", [], "worker")
             return "failed"
         reporter.send("bench.record_result", result)
     return "succeeded"

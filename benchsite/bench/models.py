@@ -41,18 +41,31 @@ class Patch(models.Model):
 
 
 class Build(models.Model):
-    """One engine build: a source at a commit plus patches. Cached by `cache_key`."""
+    """What a worker actually built for a run (reported back, never assumed by the web side):
+    the path taken, the commit it resolved, the engine version and how long it took. The build
+    log is the run's `build_log` artifact."""
 
-    source = models.ForeignKey(EngineSource, on_delete=models.PROTECT, related_name="builds")
+    class Path(models.TextChoices):
+        INSTALLED = "installed", "installed engine"
+        OVERLAY = "overlay", "Python overlay on the installed engine"
+        SOURCE = "source", "source build"
+
+    source = models.ForeignKey(EngineSource, on_delete=models.PROTECT, related_name="builds", null=True, blank=True)
+    path = models.CharField(max_length=10, choices=Path.choices, blank=True)
+    repo_url = models.CharField(max_length=500, blank=True)
+    ref = models.CharField(max_length=250, blank=True)
     commit = models.CharField(max_length=64, blank=True)
+    base_commit = models.CharField(max_length=64, blank=True)
     patches = models.ManyToManyField(Patch, blank=True)
-    cache_key = models.CharField(max_length=64, db_index=True)
+    cache_key = models.CharField(max_length=64, db_index=True, blank=True)
+    cache_hit = models.BooleanField(null=True)
     engine_version = models.CharField(max_length=100, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
     log = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
-        return f"{self.source} @ {self.commit[:12] or 'installed'}"
+        return f"{self.path or 'build'} @ {self.commit[:12] or 'installed'}"
 
 
 class Benchmark(models.Model):
@@ -63,6 +76,7 @@ class Benchmark(models.Model):
     tensor_parallel_size = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(64)])
     gpu_pool = models.CharField(max_length=40, default="cpu", validators=[POOL_VALIDATOR])
     engine_source = models.ForeignKey(EngineSource, on_delete=models.PROTECT, null=True, blank=True)
+    patches = models.ManyToManyField(Patch, blank=True, help_text="Applied to every variant's engine, first.")
     prompt = models.TextField(default="The history of computing began with")
     max_tokens = models.PositiveIntegerField(default=128, validators=[MinValueValidator(2), MaxValueValidator(8192)])
     repeats = models.PositiveSmallIntegerField(default=5, validators=[MinValueValidator(1), MaxValueValidator(100)])
@@ -130,6 +144,14 @@ class Run(models.Model):
         IMPORT = "import"
         CLI = "cli"
 
+    class FailureKind(models.TextChoices):
+        BUILD = "build"
+        PATCH = "patch"
+        ENGINE = "engine"
+        PROBE = "probe"
+        TIMEOUT = "timeout"
+        WORKER = "worker"
+
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="runs")
     variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="runs")
     build = models.ForeignKey(Build, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
@@ -145,6 +167,8 @@ class Run(models.Model):
     phase = models.CharField(max_length=100, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    failure_kind = models.CharField(max_length=10, choices=FailureKind.choices, blank=True,
+                                    help_text="Where a failed run failed.")
     took_effect = models.JSONField(default=dict, blank=True,
                                    help_text="Per setting of the variant: asked, effective, verdict and the "
                                              "engine's own log lines that show it (runners.analysis.evidence).")

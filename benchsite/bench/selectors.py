@@ -109,7 +109,7 @@ def benchmark_chart(*, benchmark: Benchmark, metric: str = DEFAULT_CHART_METRIC)
     unit = info.unit
     measurements = (
         Measurement.objects.filter(run__benchmark=benchmark, run__state=Run.State.SUCCEEDED, metric=metric)
-        .select_related("run")
+        .select_related("run", "run__build")
         .order_by("run__created_at", "run__id")
     )
     verdicts = dict(
@@ -128,6 +128,8 @@ def benchmark_chart(*, benchmark: Benchmark, metric: str = DEFAULT_CHART_METRIC)
                 "ci_low": m.ci_low,
                 "ci_high": m.ci_high,
                 "commit": run.commit,
+                "ref": run.ref,
+                "build_path": run.build.path if run.build else "",
                 "correct": None if run.pk not in verdicts else verdicts[run.pk] == 1.0,
             }
         )
@@ -187,6 +189,13 @@ def _iso(value):
     return value.isoformat() if value is not None else None
 
 
+def _build_status(build) -> dict | None:
+    if build is None:
+        return None
+    return {"path": build.path, "commit": build.commit, "ref": build.ref, "base_commit": build.base_commit,
+            "engine_version": build.engine_version, "duration_s": build.duration_s, "cache_hit": build.cache_hit}
+
+
 def run_status(*, run: Run) -> dict:
     """The JSON the run page polls: state, phase, heartbeat, error, measurements."""
     return {
@@ -201,7 +210,10 @@ def run_status(*, run: Run) -> dict:
         "heartbeat_age_s": heartbeat_age_s(run),
         "worker_host": run.worker_host,
         "commit": run.commit,
+        "ref": run.ref,
+        "build": _build_status(run.build),
         "error": run.error,
+        "failure_kind": run.failure_kind,
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),

@@ -10,7 +10,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from .comparisons import correctness_judge, runs_compare_comm_ab
-from .models import Artifact, Benchmark, Measurement, Run, Variant
+from runners.contract import BUILD_PATHS, FAILURE_KINDS, JobSpec, SpecError, check_ref, is_full_sha, patch_sha256
+
+from .models import Artifact, Benchmark, Build, EngineSource, Measurement, Patch, Run, Variant
 from .signals import run_finished
 
 log = logging.getLogger(__name__)
@@ -23,10 +25,26 @@ class TriggerError(Exception):
     """A run cannot be triggered as asked (the message says why)."""
 
 
+def _patch_specs(run: Run) -> list[dict]:
+    """The benchmark's, then the variant's, then the run's own patches, in that order."""
+    layers = (("benchmark", run.benchmark.patches), ("variant", run.variant.patches), ("run", run.patches))
+    return [{"name": p.name, "sha256": p.sha256, "content": p.content, "origin": origin}
+            for origin, manager in layers for p in manager.order_by("id")]
+
+
+def _engine_spec(run: Run) -> dict:
+    source = run.benchmark.engine_source
+    if source is None or source.kind != EngineSource.Kind.GIT:
+        return {"kind": "installed"}
+    commit = run.commit if is_full_sha(run.commit) else ""
+    return {"kind": "git", "repo": source.repo_url, "ref": run.ref or source.default_ref or commit, "commit": commit}
+
+
 def run_spec(run: Run) -> dict:
-    """The plain-JSON job a GPU worker executes (runners.job): no model instances cross the broker."""
+    """The plain-JSON job a GPU worker executes (runners.contract.JobSpec): no model instances
+    cross the broker. The worker resolves the ref; the web side has no git."""
     benchmark, variant = run.benchmark, run.variant
-    return {
+    return JobSpec.from_dict({
         "run_id": run.id,
         "model": benchmark.model,
         "tensor_parallel_size": benchmark.tensor_parallel_size,
@@ -37,8 +55,15 @@ def run_spec(run: Run) -> dict:
         "repeats": benchmark.repeats,
         "warmup": benchmark.warmup,
         "startup_timeout_s": benchmark.startup_timeout_s,
-        "commit": run.commit,
-    }
+        "engine": _engine_spec(run),
+        "patches": _patch_specs(run),
+    }).to_dict()
+
+
+def patch_create(*, name: str, content: str) -> Patch:
+    """A patch uploaded with a trigger; the same content is stored once."""
+    existing = Patch.objects.filter(sha256=patch_sha256(content), name=name).first()
+    return existing or Patch.objects.create(name=name, content=content)
 
 
 def enqueue_run(run_id: int) -> None:
@@ -68,6 +93,15 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
     foreign = [v.name for v in chosen if v.benchmark_id != benchmark.id]
     if foreign:
         raise TriggerError(f"variants {foreign} do not belong to {benchmark.name!r}")
+    source = benchmark.engine_source
+    if (ref or commit) and (source is None or source.kind != EngineSource.Kind.GIT):
+        raise TriggerError(f"benchmark {benchmark.name!r} runs the installed engine: it has no repository "
+                           "to take a ref or commit from")
+    try:
+        for given in filter(None, (ref, commit)):
+            check_ref(given)
+    except SpecError as exc:
+        raise TriggerError(str(exc)) from None
     batch = uuid.uuid4()
     with transaction.atomic():
         runs = [
@@ -120,6 +154,30 @@ def _store_artifacts(run: Run, artifacts: list[dict]) -> None:
         Artifact.objects.create(run=run, kind=artifact["kind"], name=artifact["name"][:200], content=content)
 
 
+def _record_build(run: Run, build: dict | None) -> None:
+    """What the worker built (path, resolved commit, version, duration) as the run's Build; the
+    resolved commit becomes the run's `commit` (its `ref` keeps what was asked for)."""
+    if not build:
+        return
+    record = Build.objects.create(
+        source=run.benchmark.engine_source,
+        path=build.get("path", "") if build.get("path") in BUILD_PATHS else "",
+        repo_url=build.get("repo", "")[:500],
+        ref=build.get("ref", "")[:250],
+        commit=build.get("commit", "")[:64],
+        base_commit=build.get("base_commit", "")[:64],
+        cache_key=build.get("cache_key", "")[:64],
+        cache_hit=build.get("cache_hit"),
+        engine_version=(build.get("engine_version") or "")[:100],
+        duration_s=build.get("duration_s"),
+    )
+    record.patches.set(Patch.objects.filter(sha256__in=build.get("patches", [])))
+    run.build = record
+    if is_full_sha(record.commit):
+        run.commit = record.commit
+    run.save(update_fields=["build", "commit"])
+
+
 def run_complete(*, run_id: int, result: dict) -> bool:
     """Store a worker's result and finish the run; False if the run was no longer active."""
     with transaction.atomic():
@@ -142,6 +200,7 @@ def run_complete(*, run_id: int, result: dict) -> bool:
                 },
             )
         _store_artifacts(run, result.get("artifacts", []))
+        _record_build(run, result.get("build"))
         run.state = Run.State.SUCCEEDED
         run.phase = "done"
         run.finished_at = run.heartbeat_at = timezone.now()
@@ -152,18 +211,22 @@ def run_complete(*, run_id: int, result: dict) -> bool:
     return True
 
 
-def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None) -> bool:
-    """Fail a run that is not final yet, keeping what the worker sent (its log tail above all)."""
+def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None, failure_kind: str = "",
+             build: dict | None = None) -> bool:
+    """Fail a run that is not final yet, keeping what the worker sent (its log tail above all),
+    where it failed (`failure_kind`, one of contract.FAILURE_KINDS) and what it had built."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run_id)
         if run.is_final:
             log.warning("failure for run %s ignored: it is %s (%s)", run_id, run.state, error[:200])
             return False
         _store_artifacts(run, artifacts or [])
+        _record_build(run, build)
         run.state = Run.State.FAILED
         run.error = error
+        run.failure_kind = failure_kind if failure_kind in FAILURE_KINDS else Run.FailureKind.WORKER
         run.finished_at = timezone.now()
-        run.save(update_fields=["state", "error", "finished_at"])
+        run.save(update_fields=["state", "error", "failure_kind", "finished_at"])
         transaction.on_commit(partial(run_finished.send, sender=Run, run_id=run.id))
     return True
 
@@ -194,7 +257,7 @@ def runs_reap_stale(*, now=None) -> int:
             f"no heartbeat from worker {run.worker_host or '?'} for {age} s during phase "
             f"{run.phase!r}: the worker or its host was lost"
         )
-        reaped += run_fail(run_id=run.id, error=message)
+        reaped += run_fail(run_id=run.id, error=message, failure_kind=Run.FailureKind.WORKER)
     return reaped
 
 

@@ -24,8 +24,9 @@ def record_result(run_id: int, result: dict) -> bool:
 
 
 @shared_task(name="bench.record_failure")
-def record_failure(run_id: int, error: str, artifacts: list | None = None) -> bool:
-    return services.run_fail(run_id=run_id, error=error, artifacts=artifacts)
+def record_failure(run_id: int, error: str, artifacts: list | None = None, failure_kind: str = "",
+                   build: dict | None = None) -> bool:
+    return services.run_fail(run_id=run_id, error=error, artifacts=artifacts, failure_kind=failure_kind, build=build)
 
 
 @shared_task(name="bench.reap_stale_runs")

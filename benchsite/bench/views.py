@@ -40,15 +40,17 @@ def benchmark_trigger(request, slug):
     benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
     if request.method == "GET":  # e.g. back from the login page: the form is on the benchmark page
         return redirect("bench:benchmark", slug=slug)
-    form = TriggerForm(request.POST, benchmark=benchmark)
+    form = TriggerForm(request.POST, request.FILES, benchmark=benchmark)
     if form.is_valid():
+        upload = form.cleaned_data["patch"]
         try:
             runs = services.runs_trigger(
                 benchmark=benchmark,
                 trigger=Run.Trigger.FORM,
                 user=request.user,
                 variants=list(form.cleaned_data["variants"]),
-                commit=form.cleaned_data["commit"],
+                ref=form.cleaned_data["ref"],
+                patches=[services.patch_create(**upload)] if upload else [],
             )
         except services.TriggerError as exc:
             form.add_error(None, str(exc))

@@ -6,7 +6,7 @@ from django.test import Client
 from django.urls import reverse
 
 from benchsite.bench import selectors, services
-from benchsite.bench.models import Benchmark, Run, Variant
+from benchsite.bench.models import Benchmark, EngineSource, Run, Variant
 
 from .conftest import add_server_log
 
@@ -131,7 +131,7 @@ def test_chart_endpoint_has_points_of_succeeded_runs_only(client, history, ladde
     run = history[(2, 2)]
     assert p == {
         "run": run.pk, "batch": str(run.batch), "t": run.created_at.isoformat(), "value": 301.2,
-        "ci_low": 300.2, "ci_high": 302.2, "commit": "0123abcd" * 5, "correct": None,
+        "ci_low": 300.2, "ci_high": 302.2, "commit": "0123abcd" * 5, "ref": "", "build_path": "", "correct": None,
     }
     # runs of one trigger share a batch, so they line up on the chart
     assert data["variants"][0]["points"][0]["batch"] == data["variants"][1]["points"][0]["batch"]
@@ -198,11 +198,14 @@ def test_trigger_enforces_csrf(user, ladder_benchmark, enqueued):
 def test_trigger_creates_queued_runs_and_enqueues_on_commit(
     auth_client, user, ladder_benchmark, enqueued, django_capture_on_commit_callbacks
 ):
+    ladder_benchmark.engine_source = EngineSource.objects.create(
+        name="vllm", kind=EngineSource.Kind.GIT, repo_url="https://github.com/vllm-project/vllm.git")
+    ladder_benchmark.save()
     variants = list(ladder_benchmark.variants.order_by("position"))
     with django_capture_on_commit_callbacks(execute=True):
         response = auth_client.post(
             f"/b/{ladder_benchmark.slug}/trigger/",
-            {"variants": [variants[0].pk, variants[2].pk], "commit": " ABCDEF1234 "},
+            {"variants": [variants[0].pk, variants[2].pk], "ref": " perf/x "},
         )
     assert response.status_code == 302 and response["Location"] == f"/b/{ladder_benchmark.slug}/"
     runs = list(Run.objects.order_by("variant__position"))
@@ -210,7 +213,7 @@ def test_trigger_creates_queued_runs_and_enqueues_on_commit(
     assert {r.state for r in runs} == {Run.State.QUEUED}
     assert {r.trigger for r in runs} == {Run.Trigger.FORM}
     assert {r.triggered_by for r in runs} == {user}
-    assert {r.commit for r in runs} == {"abcdef1234"}
+    assert {(r.ref, r.commit) for r in runs} == {("perf/x", "")}  # the worker resolves the ref
     assert len({r.batch for r in runs}) == 1
     assert sorted(enqueued) == sorted(r.pk for r in runs)
     page = auth_client.get(response["Location"])
@@ -227,9 +230,8 @@ def test_trigger_get_redirects_to_benchmark_page(auth_client, ladder_benchmark):
     [
         ("none", "variants", "Choose at least one variant."),
         ("foreign", "variants", "Select a valid choice."),
-        ("short-commit", "commit", "7 to 40 hexadecimal characters"),
-        ("non-hex-commit", "commit", "7 to 40 hexadecimal characters"),
-        ("long-commit", "commit", "at most 40 characters"),
+        ("installed-ref", "ref", "runs the worker's installed engine"),
+        ("long-ref", "ref", "at most 250 characters"),
     ],
 )
 def test_trigger_invalid_form_rerenders_with_errors_and_400(auth_client, ladder_benchmark, enqueued, case, field, message):
@@ -237,11 +239,10 @@ def test_trigger_invalid_form_rerenders_with_errors_and_400(auth_client, ladder_
     foreign = Variant.objects.create(benchmark=other, position=1, name="x")
     own = ladder_benchmark.variants.first().pk
     data = {
-        "none": {"commit": ""},
+        "none": {"ref": ""},
         "foreign": {"variants": [own, foreign.pk]},
-        "short-commit": {"variants": [own], "commit": "abc12"},
-        "non-hex-commit": {"variants": [own], "commit": "zzzzzzzz"},
-        "long-commit": {"variants": [own], "commit": "a" * 41},
+        "installed-ref": {"variants": [own], "ref": "main"},
+        "long-ref": {"variants": [own], "ref": "a" * 251},
     }[case]
     response = auth_client.post(f"/b/{ladder_benchmark.slug}/trigger/", data)
     assert response.status_code == 400
