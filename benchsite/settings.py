@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "benchsite.bench",
     "benchsite.hooks",
+    "benchsite.regressions",
 ]
 
 MIDDLEWARE = [

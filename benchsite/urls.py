@@ -8,5 +8,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("benchsite.hooks.urls")),
+    path("", include("benchsite.regressions.urls")),
     path("", include("benchsite.bench.urls")),
 ]

@@ -15,7 +15,8 @@ from .build.config import BuildConfig
 from .build.errors import BuildFailure
 from .build.overlay import overlay_env
 from .build.prepare import prepare_engine
-from .contract import BUILD_LOG_ARTIFACT, GREEDY_ARTIFACT, JobSpec, SpecError
+from .contract import (BUILD_LOG_ARTIFACT, DECODE_TOK_S, GREEDY_ARTIFACT, ITL_MS_P50, ITL_MS_P90, ITL_MS_P99,
+                       TTFT_MS, JobSpec, SpecError, measurement)
 from .engine import Engine, EngineSpec
 from .probes.correctness import greedy_completion
 from .probes.allreduce import expected_allreduce_calls, measure_allreduce_share, profiler_engine_args
@@ -56,31 +57,16 @@ def _prepare(spec: dict, *, work_dir: Path, cache_dir: Path | None, build_config
         raise JobError(f"building engine: {exc}", _build_log(exc.log), exc.kind, build) from exc
 
 
-def _measurement(metric, value, unit, direction, samples=(), ci=None, details=None) -> dict:
-    return {
-        "metric": metric,
-        "value": value,
-        "unit": unit,
-        "direction": direction,
-        "samples": list(samples),
-        "ci_low": ci[0] if ci else None,
-        "ci_high": ci[1] if ci else None,
-        "details": details or {},
-    }
-
-
 def decode_measurements(decode: dict) -> list[dict]:
     samples = decode["samples"]
     itl = decode["itl_ms"]
     return [
-        _measurement(
-            "decode_tok_s",
+        measurement(
+            DECODE_TOK_S,
             decode["decode_tok_s"],
-            "tok/s",
-            "higher",
-            [s["decode_tok_s"] for s in samples],
-            decode.get("decode_tok_s_ci"),
-            {
+            samples=[s["decode_tok_s"] for s in samples],
+            ci=decode.get("decode_tok_s_ci"),
+            details={
                 "output_digest": decode.get("output_digest"),
                 "tokens_per_repeat": [s["n_tokens"] for s in samples],
                 "server_itl_ms_mean": decode.get("server_itl_ms_mean"),
@@ -89,8 +75,8 @@ def decode_measurements(decode: dict) -> list[dict]:
                 "warnings": decode.get("warnings", []),
             },
         ),
-        _measurement("ttft_ms", decode["ttft_ms"], "ms", "lower", [s["ttft_ms"] for s in samples]),
-        *(_measurement(f"itl_ms_{p}", itl[p], "ms", "lower") for p in ("p50", "p90", "p99")),
+        measurement(TTFT_MS, decode["ttft_ms"], samples=[s["ttft_ms"] for s in samples]),
+        *(measurement(name, itl[p]) for name, p in ((ITL_MS_P50, "p50"), (ITL_MS_P90, "p90"), (ITL_MS_P99, "p99"))),
     ]
 
 

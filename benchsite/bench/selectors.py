@@ -1,38 +1,22 @@
 """Reads for the web pages and JSON endpoints. No writes here (those are in `services`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef, Prefetch, QuerySet, Subquery
 from django.utils import timezone
 
+from runners.contract import (ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, COMM_US_PER_CALL,
+                              CORRECT, DECODE_TOK_S, ITL_MS_P50, ITL_MS_P90, ITL_MS_P99, METRICS, TTFT_MS, Metric)
+
 from .models import Artifact, Benchmark, Measurement, Run, Variant
 
-DEFAULT_CHART_METRIC = "decode_tok_s"
+DEFAULT_CHART_METRIC = DECODE_TOK_S
 
-
-@dataclass(frozen=True)
-class MetricInfo:
-    name: str
-    label: str
-    unit: str
-    direction: str  # "higher" | "lower" | "none"
-
-
-# The metrics a chart may show: `?metric=` is checked against this whitelist.
-CHART_METRICS: dict[str, MetricInfo] = {
-    m.name: m
-    for m in (
-        MetricInfo("decode_tok_s", "decode throughput", "tok/s", "higher"),
-        MetricInfo("ttft_ms", "time to first token", "ms", "lower"),
-        MetricInfo("itl_ms_p50", "inter-token latency p50", "ms", "lower"),
-        MetricInfo("itl_ms_p90", "inter-token latency p90", "ms", "lower"),
-        MetricInfo("itl_ms_p99", "inter-token latency p99", "ms", "lower"),
-        MetricInfo("allreduce_share", "allreduce share of a decode step", "", "lower"),
-        MetricInfo("allreduce_calls_per_step", "allreduce calls per decode step", "", "none"),
-        MetricInfo("allreduce_us_per_call", "allreduce time per call", "us", "lower"),
-        MetricInfo("correct", "output correct (1 = yes)", "", "higher"),
-    )
+# The metrics a chart may show (`?metric=` is checked against this whitelist), from the one registry.
+CHART_METRICS: dict[str, Metric] = {
+    name: METRICS[name]
+    for name in (DECODE_TOK_S, TTFT_MS, ITL_MS_P50, ITL_MS_P90, ITL_MS_P99, ALLREDUCE_SHARE,
+                 ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_US_PER_CALL, CORRECT)
 }
 
 LOG_TAIL_LINES = 60
@@ -49,7 +33,7 @@ def _variants_with_latest() -> QuerySet[Variant]:
     """Variants annotated with their latest run (any state) and latest successful decode tok/s."""
     latest_run = Run.objects.filter(variant=OuterRef("pk")).order_by("-created_at", "-id")
     # A run judged incorrect never reports its speed as the variant's latest figure.
-    incorrect = Measurement.objects.filter(run=OuterRef("run"), metric="correct", value=0)
+    incorrect = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT, value=0)
     latest_decode = (
         Measurement.objects.filter(run__variant=OuterRef("pk"), run__state=Run.State.SUCCEEDED, metric=DEFAULT_CHART_METRIC)
         .exclude(Exists(incorrect))
@@ -113,7 +97,7 @@ def benchmark_chart(*, benchmark: Benchmark, metric: str = DEFAULT_CHART_METRIC)
         .order_by("run__created_at", "run__id")
     )
     verdicts = dict(
-        Measurement.objects.filter(run__benchmark=benchmark, metric="correct").values_list("run_id", "value")
+        Measurement.objects.filter(run__benchmark=benchmark, metric=CORRECT).values_list("run_id", "value")
     )
     for m in measurements:
         run = m.run
@@ -240,8 +224,8 @@ def run_decomposition(*, run: Run) -> dict | None:
     from runners.analysis.analyze import decompose
 
     values = dict(run.measurements.values_list("metric", "value"))
-    tok_s, calls = values.get("decode_tok_s"), values.get("allreduce_calls_per_step")
-    sources = [("profiler", values.get("allreduce_us_per_call")), ("comm probe", values.get("comm_us_per_call"))]
+    tok_s, calls = values.get(DECODE_TOK_S), values.get(ALLREDUCE_CALLS_PER_STEP)
+    sources = [("profiler", values.get(ALLREDUCE_US_PER_CALL)), ("comm probe", values.get(COMM_US_PER_CALL))]
     rows = []
     for source, us in sources:
         if not (tok_s and calls and us):
@@ -255,4 +239,4 @@ def run_decomposition(*, run: Run) -> dict | None:
     if not rows:
         return None
     return {"tok_s": tok_s, "step_ms": 1000.0 / tok_s, "calls": calls, "rows": rows,
-            "correct": values.get("correct")}
+            "correct": values.get(CORRECT)}

@@ -1,0 +1,143 @@
+"""Verdicts on finished runs, change points in each series, who is told about them, and what was sent.
+
+A series is one benchmark + variant + GPU pool + host fingerprint, for one metric: runs on
+another host or pool are never silently compared."""
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from benchsite.bench.models import Benchmark, Run, Variant
+
+
+class Threshold(models.Model):
+    """The smallest relative change worth a verdict or an alert. A row without a benchmark
+    overrides the code default for every benchmark; a benchmark's own row wins over both."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, null=True, blank=True,
+                                  related_name="regression_thresholds")
+    metric = models.CharField(max_length=100)
+    relative = models.FloatField(validators=[MinValueValidator(0.0)], help_text="0.03 = 3%")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["benchmark", "metric"], name="threshold_unique")]
+
+    def __str__(self):
+        return f"{self.benchmark or 'default'} {self.metric} {self.relative:.1%}"
+
+
+class Verdict(models.Model):
+    class Kind(models.TextChoices):
+        IMPROVEMENT = "improvement"
+        REGRESSION = "regression"
+        NO_CHANGE = "no_change", "no change"
+        NOT_ENOUGH_DATA = "not_enough_data", "not enough data"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="verdicts")
+    metric = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    value = models.FloatField(null=True, blank=True, help_text="The run's figure, from clean samples only.")
+    baseline = models.FloatField(null=True, blank=True, help_text="Mean of the baseline runs' figures.")
+    effect = models.FloatField(null=True, blank=True, help_text="(value - baseline) / baseline")
+    ci_low = models.FloatField(null=True, blank=True)
+    ci_high = models.FloatField(null=True, blank=True)
+    threshold = models.FloatField()
+    baseline_runs = models.JSONField(default=list, blank=True)
+    baseline_description = models.TextField(blank=True)
+    series_key = models.CharField(max_length=300, blank=True)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["metric"]
+        constraints = [models.UniqueConstraint(fields=["run", "metric"], name="verdict_run_metric_unique")]
+
+    def __str__(self):
+        return f"run {self.run_id} {self.metric}: {self.kind}"
+
+
+class ChangePoint(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        EXPECTED = "expected", "expected (intended trade-off)"
+        FALSE_ALARM = "false_alarm", "false alarm"
+        CONFIRMED = "confirmed"
+
+    class Confirmation(models.TextChoices):
+        NONE = "", "not needed"
+        PENDING = "pending"
+        AGREED = "agreed"
+        DISAGREED = "disagreed"
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="change_points")
+    variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="change_points")
+    series_key = models.CharField(max_length=300, db_index=True)
+    metric = models.CharField(max_length=100)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="change_points",
+                            help_text="The first run after the change.")
+    previous_run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+                                     help_text="The last run before the change.")
+    index = models.PositiveIntegerField(help_text="Position of `run` in the series when detected.")
+    commit = models.CharField(max_length=64, blank=True)
+    previous_commit = models.CharField(max_length=64, blank=True)
+    before = models.FloatField()
+    after = models.FloatField()
+    change = models.FloatField(null=True, blank=True, help_text="(after - before) / before")
+    pvalue = models.FloatField(null=True, blank=True)
+    is_regression = models.BooleanField(default=False)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.OPEN)
+    confirmation = models.CharField(max_length=10, choices=Confirmation.choices, blank=True, default="")
+    confirm_run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    marked_by = models.CharField(max_length=150, blank=True)
+    marked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.series_key} {self.metric} @ {self.commit[:12] or self.run_id}: {self.change or 0:+.1%}"
+
+
+class Subscription(models.Model):
+    """Someone told about a benchmark's confirmed regressions: a webhook URL or an email address."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="regression_subscriptions")
+    webhook_url = models.URLField(max_length=500, blank=True)
+    email = models.EmailField(blank=True)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(webhook_url="") & ~models.Q(email="")) | (~models.Q(webhook_url="") & models.Q(email="")),
+                name="subscription_one_target"),
+        ]
+
+    def __str__(self):
+        return f"{self.benchmark}: {self.webhook_url or self.email}"
+
+
+class Alert(models.Model):
+    """One notification of one change point to one subscription (unique: never sent twice)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        FAILED = "failed"
+
+    change_point = models.ForeignKey(ChangePoint, on_delete=models.CASCADE, related_name="alerts")
+    subscription = models.ForeignKey(Subscription, on_delete=models.CASCADE, related_name="alerts")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["change_point", "subscription"], name="alert_once")]
+
+    def __str__(self):
+        return f"alert {self.pk} {self.state}"

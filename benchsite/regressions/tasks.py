@@ -1,0 +1,1 @@
+"""Web-queue tasks of the regressions app (thin; logic in the services)."""

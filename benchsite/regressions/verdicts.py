@@ -1,0 +1,122 @@
+"""Verdicts: is a finished run's figure better, worse or the same as its series' run-to-run history?
+
+The noise that matters is between runs (each its own engine start), far larger on the CPU engine
+than the spread of repeats within one run. So the run's figure (median of its clean repeats) is
+compared with the figures of earlier runs of the same series: the interval is the prediction
+interval of one new run, t(0.975, n-1) * s * sqrt(1 + 1/n), with s the run-to-run standard
+deviation of the n baseline runs. A verdict needs the interval to exclude zero (significant) and
+the effect to reach the metric's threshold (material)."""
+from __future__ import annotations
+
+import math
+from statistics import fmean, stdev
+
+from django.db import transaction
+
+from benchsite.bench.models import Measurement, Run
+from runners import contract
+
+from . import conf
+from .models import ChangePoint, Verdict
+from .samples import run_figure
+from .series import Point, is_incorrect, series_key, series_points
+from .thresholds import judged_metrics, threshold_for
+from .tstats import t_quantile
+
+Kind = Verdict.Kind
+
+
+def baseline_reset(*, run: Run, metric: str) -> ChangePoint | None:
+    """The latest change of this series marked expected: the baseline starts there."""
+    return (ChangePoint.objects.filter(series_key=series_key(run), metric=metric, status=ChangePoint.Status.EXPECTED,
+                                       run__created_at__lte=run.created_at)
+            .select_related("run").order_by("-run__created_at", "-run_id").first())
+
+
+def baseline_points(*, run: Run, metric: str) -> tuple[list[Point], ChangePoint | None]:
+    reset = baseline_reset(run=run, metric=metric)
+    points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run)
+    history = [p for p in points if p.run.id != run.id]
+    return history[-conf.max_history():], reset
+
+
+def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:
+    where = f"host {run.worker_host or '?'}, pool {run.benchmark.gpu_pool}"
+    since = f", since the expected change at run #{reset.run_id}" if reset else ""
+    if not history:
+        return f"no earlier correct run of {run.variant.name} on {where}{since}"
+    ids = ", ".join(f"#{p.run.id}" for p in history)
+    return f"mean of {len(history)} earlier correct runs of {run.variant.name} on {where}{since}: {ids}"
+
+
+def judge(*, value: float, history: list[float], direction: str, threshold: float,
+          incorrect: bool = False) -> dict:
+    """The verdict of one figure against the run-to-run history (pure: no database)."""
+    if len(history) < conf.min_history() or not history:
+        return {"kind": Kind.NOT_ENOUGH_DATA, "note": f"{len(history)} baseline runs, {conf.min_history()} needed"}
+    mean = fmean(history)
+    if mean == 0:
+        return {"kind": Kind.NOT_ENOUGH_DATA, "baseline": mean, "note": "baseline is 0: no relative change"}
+    n, spread = len(history), stdev(history)
+    half = t_quantile(0.975, n - 1) * spread * math.sqrt(1 + 1 / n)
+    effect = (value - mean) / mean
+    ci_low, ci_high = (value - mean - half) / abs(mean), (value - mean + half) / abs(mean)
+    result = {"baseline": mean, "effect": effect, "ci_low": ci_low, "ci_high": ci_high, "note": ""}
+    significant = ci_low > 0 or ci_high < 0
+    better = effect > 0 if direction == "higher" else effect < 0
+    if not (significant and abs(effect) >= threshold):
+        return {**result, "kind": Kind.NO_CHANGE}
+    if better and incorrect:
+        return {**result, "kind": Kind.NO_CHANGE, "note": "output incorrect: never an improvement"}
+    return {**result, "kind": Kind.IMPROVEMENT if better else Kind.REGRESSION}
+
+
+def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
+    metric = measurement.metric
+    threshold = threshold_for(benchmark=run.benchmark, metric=metric)
+    history, reset = baseline_points(run=run, metric=metric)
+    fields = {"threshold": threshold, "baseline_runs": [p.run.id for p in history],
+              "baseline_description": _describe(run, history, reset)}
+    value = run_figure(measurement)
+    if value is None:
+        return {**fields, "kind": Kind.NOT_ENOUGH_DATA, "note": "every repeat was flagged: no clean sample"}
+    verdict = judge(value=value, history=[p.value for p in history], direction=contract.METRICS[metric].direction,
+                    threshold=threshold, incorrect=incorrect)
+    return {**fields, "value": value, **verdict}
+
+
+def _previous_correctness(run: Run) -> float | None:
+    return (Measurement.objects.filter(run__benchmark_id=run.benchmark_id, run__variant_id=run.variant_id,
+                                       run__worker_host=run.worker_host, run__state=Run.State.SUCCEEDED,
+                                       metric=contract.CORRECT, run__created_at__lt=run.created_at)
+            .order_by("-run__created_at", "-run_id").values_list("value", flat=True).first())
+
+
+def _correctness_verdict(run: Run, measurement: Measurement) -> dict:
+    before = _previous_correctness(run)
+    fields = {"value": measurement.value, "baseline": before, "threshold": 0.0,
+              "baseline_description": "the previous run of this series" if before is not None else "no earlier run"}
+    if before is None:
+        return {**fields, "kind": Kind.NOT_ENOUGH_DATA}
+    if measurement.value == 0 and before == 1:
+        return {**fields, "kind": Kind.REGRESSION, "note": "newly incorrect output"}
+    return {**fields, "kind": Kind.NO_CHANGE}
+
+
+def verdicts_compute(*, run: Run) -> list[Verdict]:
+    """Judge every metric of a succeeded run (idempotent: a second call replaces the verdicts)."""
+    if run.state != Run.State.SUCCEEDED:
+        return []
+    incorrect = is_incorrect(run)
+    wanted = set(judged_metrics()) | {contract.CORRECT}
+    verdicts = []
+    with transaction.atomic():
+        for measurement in run.measurements.filter(metric__in=wanted):
+            if measurement.metric == contract.CORRECT:
+                fields = _correctness_verdict(run, measurement)
+            else:
+                fields = _speed_verdict(run, measurement, incorrect)
+            fields["series_key"] = series_key(run)
+            verdict, _ = Verdict.objects.update_or_create(run=run, metric=measurement.metric, defaults=fields)
+            verdicts.append(verdict)
+    return verdicts
