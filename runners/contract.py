@@ -38,6 +38,8 @@ ALLREDUCE_SHARE_ANALYTIC = "allreduce_share_analytic"
 CEILING_TOK_S = "ceiling_tok_s"
 COMM_US_PER_CALL = "comm_us_per_call"
 AB_ALLREDUCE_MS_DELTA = "ab_allreduce_ms_delta"
+MEM_BANDWIDTH_GB_S = "mem_bandwidth_gb_s"
+WEIGHT_BYTES_PER_GPU = "weight_bytes_per_gpu"
 
 # The one registry: every metric a job or the service's comparisons may store.
 METRICS: dict[str, Metric] = {
@@ -56,6 +58,10 @@ METRICS: dict[str, Metric] = {
         Metric(CEILING_TOK_S, "tok/s", "higher", "decode tok/s if allreduce were free"),
         Metric(COMM_US_PER_CALL, "us", "lower", "allreduce latency (comm probe)"),
         Metric(AB_ALLREDUCE_MS_DELTA, "ms", "lower", "A/B allreduce ms per token vs neighbour"),
+        # The memory-bandwidth floor of a decode step: weights each GPU reads per token over the
+        # bandwidth a copy benchmark measured on the worker.
+        Metric(MEM_BANDWIDTH_GB_S, "GB/s", "none", "device memory bandwidth (copy benchmark)"),
+        Metric(WEIGHT_BYTES_PER_GPU, "B", "none", "weight bytes each GPU reads per token"),
     )
 }
 

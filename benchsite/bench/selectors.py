@@ -58,7 +58,7 @@ def benchmark_queryset() -> QuerySet[Benchmark]:
 
 def benchmark_ladder(*, benchmark: Benchmark) -> list[Variant]:
     """The optimization ladder in order, annotated with each step's latest run and tok/s."""
-    return list(_variants_with_latest().filter(benchmark=benchmark).prefetch_related("patches"))
+    return list(_variants_with_latest().filter(benchmark=benchmark).select_related("builds_on").prefetch_related("patches"))
 
 
 def benchmark_recent_runs(*, benchmark: Benchmark, limit: int = 30) -> list[Run]:

@@ -1,30 +1,37 @@
-"""Thin views: HTML pages and the JSON endpoints they read. Reads in selectors, writes in services."""
+"""Thin views: HTML pages and the JSON endpoints they read. Reads in selectors (and the page
+modules home, history, waterfall, compare, runpage), writes in services."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import selectors, services
+from . import compare, history, home, runpage, selectors, services, waterfall
+from .annotations import AnnotationForm, annotation_create
 from .forms import TriggerForm
-from .models import Run
+from .models import Artifact, Run
 
 
-def _benchmark_page(request, benchmark, form, status=200):
+def _bad_request(request, message: str):
+    return render(request, "bench/bad_request.html", {"message": message}, status=400)
+
+
+def _benchmark_page(request, benchmark, form, status=200, annotation_form=None):
     context = {
         "benchmark": benchmark,
         "ladder": selectors.benchmark_ladder(benchmark=benchmark),
         "runs": selectors.benchmark_recent_runs(benchmark=benchmark),
         "form": form,
-        "metrics": selectors.CHART_METRICS.values(),
-        "default_metric": selectors.DEFAULT_CHART_METRIC,
+        "annotation_form": annotation_form or (AnnotationForm() if request.user.is_authenticated else None),
+        "annotations": list(benchmark.annotations.select_related("created_by")),
+        "history_tables": history.history_tables(benchmark=benchmark),
     }
     return render(request, "bench/benchmark_detail.html", context, status=status)
 
 
 @require_GET
 def benchmark_list(request):
-    return render(request, "bench/benchmark_list.html", {"benchmarks": selectors.benchmark_list()})
+    return render(request, "bench/benchmark_list.html", {"summaries": home.home_benchmarks()})
 
 
 @require_GET
@@ -61,22 +68,100 @@ def benchmark_trigger(request, slug):
     return _benchmark_page(request, benchmark, form, status=400)
 
 
+@login_required
+@require_POST
+def annotation_add(request, slug):
+    benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
+    form = AnnotationForm(request.POST)
+    if not form.is_valid():
+        trigger = TriggerForm(benchmark=benchmark)
+        return _benchmark_page(request, benchmark, trigger, status=400, annotation_form=form)
+    annotation_create(benchmark=benchmark, user=request.user, **form.cleaned_data)
+    messages.success(request, "Annotation added: it shows on every chart of this benchmark.")
+    return redirect("bench:benchmark", slug=slug)
+
+
+@require_GET
+def benchmark_waterfall(request, slug):
+    benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
+    try:
+        data = waterfall.benchmark_waterfall(benchmark=benchmark, at=request.GET.get("commit"))
+    except waterfall.BadWaterfallQuery as exc:
+        return _bad_request(request, str(exc))
+    except waterfall.NoRunsAt as exc:
+        if request.GET.get("commit"):
+            raise Http404(str(exc)) from None
+        data = None
+    return render(request, "bench/waterfall.html", {"benchmark": benchmark, "waterfall": data,
+                                                    "chart_data": waterfall.waterfall_chart_data(data)})
+
+
+@require_GET
+def compare_runs(request):
+    try:
+        a_id, b_id = compare.parse_run_ids(request.GET.get("a"), request.GET.get("b"))
+    except compare.BadCompareQuery as exc:
+        return _bad_request(request, str(exc))
+    a = get_object_or_404(compare.compare_queryset(), pk=a_id)
+    b = get_object_or_404(compare.compare_queryset(), pk=b_id)
+    pairs = [{"a": a, "b": b, "metrics": compare.metric_rows(a, b), "config": compare.config_rows(a, b)}]
+    return render(request, "bench/compare.html", {"pairs": pairs, "title": f"run #{a.pk} vs run #{b.pk}"})
+
+
+@require_GET
+def compare_commits(request, slug):
+    benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
+    try:
+        a, b = compare.parse_commits(request.GET.get("a"), request.GET.get("b"))
+    except compare.BadCompareQuery as exc:
+        return _bad_request(request, str(exc))
+    pairs = [{"a": x, "b": y, "metrics": compare.metric_rows(x, y), "config": compare.config_rows(x, y)}
+             for x, y in compare.commit_pairs(benchmark=benchmark, a=a, b=b)]
+    if not pairs:
+        raise Http404(f"no variant of {benchmark.name} ran successfully at both {a} and {b}")
+    return render(request, "bench/compare.html",
+                  {"pairs": pairs, "benchmark": benchmark, "title": f"{benchmark.name}: {a[:10]} vs {b[:10]}"})
+
+
 @require_GET
 def run_detail(request, pk):
     run = get_object_or_404(selectors.run_queryset(), pk=pk)
     log_artifact, log_tail = selectors.run_log_tail(run=run)
+    measurements = selectors.run_measurements(run=run)
     context = {
         "run": run,
-        "measurements": selectors.run_measurements(run=run),
+        "measurements": measurements,
         "artifacts": selectors.run_artifacts(run=run),
         "log_artifact": log_artifact,
         "log_tail": log_tail,
         "log_tail_lines": selectors.LOG_TAIL_LINES,
         "heartbeat_age_s": selectors.heartbeat_age_s(run),
+        "elapsed_s": runpage.run_elapsed_s(run),
         "timings": selectors.run_timings(run=run),
         "decomposition": selectors.run_decomposition(run=run),
+        "correctness": runpage.run_correctness(measurements=measurements),
+        "budget": runpage.run_budget(measurements=measurements),
+        "reproduce": runpage.run_reproduce(run=run),
     }
     return render(request, "bench/run_detail.html", context)
+
+
+@require_GET
+def run_artifact(request, pk, artifact_id):
+    artifact = get_object_or_404(Artifact, pk=artifact_id, run_id=pk)
+    response = HttpResponse(artifact.content, content_type="text/plain; charset=utf-8")
+    safe_name = "".join(c if c.isalnum() or c in "._-" else "_" for c in artifact.name) or "artifact.txt"
+    response["Content-Disposition"] = f'attachment; filename="run-{pk}-{safe_name}"'
+    return response
+
+
+@require_GET
+def run_spec(request, pk):
+    run = get_object_or_404(selectors.run_queryset(), pk=pk)
+    reproduce = runpage.run_reproduce(run=run)
+    response = HttpResponse(reproduce["spec_json"], content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{reproduce["spec_name"]}"'
+    return response
 
 
 @login_required
@@ -96,17 +181,15 @@ def run_cancel(request, pk):
 @require_GET
 def api_benchmark_chart(request, slug):
     benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
-    metric = request.GET.get("metric", selectors.DEFAULT_CHART_METRIC)
     try:
-        data = selectors.benchmark_chart(benchmark=benchmark, metric=metric)
-    except selectors.UnknownMetric:
-        return JsonResponse(
-            {"error": f"unknown metric {metric!r}", "metrics": sorted(selectors.CHART_METRICS)}, status=400
-        )
-    return JsonResponse(data)
+        metric = history.chart_metric(request.GET.get("metric"))
+        max_points = history.chart_max_points(request.GET.get("max_points"))
+    except history.BadChartQuery as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    return JsonResponse(history.benchmark_history(benchmark=benchmark, metric=metric, max_points=max_points))
 
 
 @require_GET
 def api_run(request, pk):
     run = get_object_or_404(selectors.run_queryset(), pk=pk)
-    return JsonResponse(selectors.run_status(run=run))
+    return JsonResponse(runpage.run_live(run=run))

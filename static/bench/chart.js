@@ -1,46 +1,36 @@
-// Benchmark page: one line per ladder variant of a metric over the benchmark's successful runs.
-// Data from the JSON endpoint in the canvas's data-url; x is the trigger batch (runs of one
-// trigger line up), the tooltip gives the confidence interval, drawn as an error bar too.
+// Benchmark page: one timeline per metric (canvas.history-chart), one line per ladder variant.
+// x: commits in the order they first ran (the date is in the tooltip); error bars from the
+// confidence intervals and annotations are drawn by two small plugins of our own; runs judged
+// incorrect are red crosses apart from the lines; clicking a point opens its run.
 (function () {
   "use strict";
-  var canvas = document.getElementById("metric-chart");
-  if (!canvas || typeof Chart === "undefined") return;
-  var statusEl = document.getElementById("chart-status");
-  var select = document.getElementById("chart-metric");
-  var PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
-  var INCORRECT = "#d62728";
+  if (typeof Chart === "undefined") return;
+  var theme = window.benchTheme;
+  window.benchCharts = {};
 
   function fmt(v) {
     if (v == null) return "–";
     return Math.abs(v) >= 100 ? v.toFixed(1) : Number(v.toPrecision(4)).toString();
   }
 
-  function batchLabel(p) {
-    var d = new Date(p.t);
-    var pad = function (n) { return String(n).padStart(2, "0"); };
-    var label = pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + pad(d.getHours()) + ":" + pad(d.getMinutes());
-    return p.commit ? [label, p.commit.slice(0, 8)] : label;
-  }
-
-  // Confidence intervals as vertical error bars.
   var errorBars = {
-    id: "errorBars",
+    id: "benchErrorBars",
     afterDatasetsDraw: function (chart) {
       var ctx = chart.ctx, y = chart.scales.y;
       chart.data.datasets.forEach(function (ds, i) {
         var meta = chart.getDatasetMeta(i);
-        if (meta.hidden) return;
+        if (meta.hidden || !chart.isDatasetVisible(i)) return;
         meta.data.forEach(function (el, j) {
           var p = ds.data[j];
-          if (!p || p.ci_low == null || p.ci_high == null) return;
+          if (!p || p.lo == null || p.hi == null) return;
+          var top = y.getPixelForValue(p.hi), bottom = y.getPixelForValue(p.lo);
           ctx.save();
           ctx.strokeStyle = ds.borderColor;
-          ctx.lineWidth = 1.5;
+          ctx.lineWidth = 1.2;
           ctx.beginPath();
-          var top = y.getPixelForValue(p.ci_high), bottom = y.getPixelForValue(p.ci_low);
           ctx.moveTo(el.x, top); ctx.lineTo(el.x, bottom);
-          ctx.moveTo(el.x - 4, top); ctx.lineTo(el.x + 4, top);
-          ctx.moveTo(el.x - 4, bottom); ctx.lineTo(el.x + 4, bottom);
+          ctx.moveTo(el.x - 3, top); ctx.lineTo(el.x + 3, top);
+          ctx.moveTo(el.x - 3, bottom); ctx.lineTo(el.x + 3, bottom);
           ctx.stroke();
           ctx.restore();
         });
@@ -48,117 +38,131 @@
     },
   };
 
-  function build(data) {
-    // One x position per batch, in time order.
-    var batches = {}, order = [];
-    data.variants.forEach(function (v) {
-      v.points.forEach(function (p) {
-        if (!(p.batch in batches)) { batches[p.batch] = p; order.push(p.batch); }
-        else if (p.t < batches[p.batch].t) { batches[p.batch] = p; }
+  // Annotations: a band over their x range (a line for one commit) with the text on top. Drawn
+  // with fillText on the canvas, so a note's text is never parsed as HTML.
+  var annotations = {
+    id: "benchAnnotations",
+    beforeDatasetsDraw: function (chart, _args, opts) {
+      var ctx = chart.ctx, x = chart.scales.x, area = chart.chartArea;
+      (opts.items || []).forEach(function (a, k) {
+        if (a.x_from == null) return;
+        var left = x.getPixelForValue(a.x_from - 0.4), right = x.getPixelForValue(a.x_to + 0.4);
+        left = Math.max(left, area.left); right = Math.min(right, area.right);
+        if (right < area.left || left > area.right) return;
+        ctx.save();
+        ctx.fillStyle = theme.note;
+        ctx.fillRect(left, area.top, Math.max(right - left, 2), area.bottom - area.top);
+        ctx.strokeStyle = theme.noteLine;
+        ctx.setLineDash([4, 3]);
+        ctx.beginPath(); ctx.moveTo(left, area.top); ctx.lineTo(left, area.bottom); ctx.stroke();
+        ctx.fillStyle = theme.noteLine;
+        ctx.font = "11px system-ui, sans-serif";
+        ctx.fillText(a.text, left + 3, area.top + 11 + 12 * (k % 3));
+        ctx.restore();
       });
-    });
-    order.sort(function (a, b) { return batches[a].t < batches[b].t ? -1 : batches[a].t > batches[b].t ? 1 : 0; });
-    var index = {};
-    order.forEach(function (b, i) { index[b] = i; });
-    var datasets = data.variants.map(function (v, i) {
-      var color = PALETTE[i % PALETTE.length];
+    },
+  };
+
+  function datasets(data) {
+    var sets = data.variants.map(function (v, i) {
+      var color = theme.palette[i % theme.palette.length];
       return {
-        label: v.position + ". " + v.name,
-        variantId: v.id,
-        data: v.points.map(function (p) {
-          return { x: index[p.batch], y: p.value, run: p.run, ci_low: p.ci_low, ci_high: p.ci_high, commit: p.commit, t: p.t, correct: p.correct };
-        }),
-        borderColor: color,
-        backgroundColor: color,
-        // A run whose output was judged incorrect is a red cross: its speed is no improvement.
-        pointStyle: v.points.map(function (p) { return p.correct === false ? "crossRot" : "circle"; }),
-        pointBorderColor: v.points.map(function (p) { return p.correct === false ? INCORRECT : color; }),
-        pointBorderWidth: v.points.map(function (p) { return p.correct === false ? 3 : 1; }),
-        pointRadius: v.points.map(function (p) { return p.correct === false ? 8 : 4; }),
-        pointHoverRadius: 6,
-        tension: 0,
-        spanGaps: true,
+        label: v.position + ". " + v.name, data: v.points, borderColor: color, backgroundColor: color,
+        pointRadius: v.points.length > 300 ? 1.5 : 3, pointHoverRadius: 5, borderWidth: 1.5, tension: 0, spanGaps: true,
       };
     });
-    return { labels: order.map(function (b) { return batchLabel(batches[b]); }), datasets: datasets };
+    var bad = [];
+    data.variants.forEach(function (v) {
+      v.incorrect.forEach(function (p) { bad.push(Object.assign({ variant: v.name }, p)); });
+    });
+    sets.push({
+      label: "incorrect output", data: bad, showLine: false, pointStyle: "crossRot", pointRadius: 7,
+      pointBorderWidth: 2.5, borderColor: theme.bad, backgroundColor: theme.bad, incorrect: true,
+    });
+    return sets;
   }
 
-  var chart = null;
+  function tickLabel(data, x) {
+    var tick = data.axis[x];
+    if (!tick) return "";
+    return tick.commit ? tick.commit.slice(0, 8) : tick.t.slice(5, 16).replace("T", " ");
+  }
 
-  function render(data) {
-    var built = build(data);
-    var unit = data.unit ? " (" + data.unit + ")" : "";
-    var npoints = built.datasets.reduce(function (n, ds) { return n + ds.data.length; }, 0);
-    if (chart) chart.destroy();
-    chart = new Chart(canvas, {
+  function render(canvas, statusEl, data) {
+    var unit = data.unit ? " " + data.unit : "";
+    var runUrl = canvas.dataset.runUrl || "/runs/0/";
+    var sets = datasets(data);
+    var npoints = sets.reduce(function (n, ds) { return n + ds.data.length; }, 0);
+    var old = Chart.getChart(canvas);
+    if (old) old.destroy();
+    var chart = new Chart(canvas, {
       type: "line",
-      data: { datasets: built.datasets },
-      plugins: [errorBars],
+      data: { datasets: sets },
+      plugins: [errorBars, annotations],
       options: {
-        animation: false,
-        maintainAspectRatio: false,
-        parsing: false,
-        interaction: { mode: "nearest", intersect: false },
+        animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
+        interaction: { mode: "nearest", intersect: true },
+        onClick: function (evt, elements) {
+          if (!elements.length) return;
+          var p = sets[elements[0].datasetIndex].data[elements[0].index];
+          window.location.href = runUrl.replace("/0/", "/" + p.run + "/");
+        },
+        onHover: function (evt, elements) { evt.native.target.style.cursor = elements.length ? "pointer" : "default"; },
         scales: {
           x: {
-            type: "linear",
-            min: -0.5,
-            max: Math.max(built.labels.length - 0.5, 0.5),
-            title: { display: true, text: "trigger batch" },
-            // One tick per batch, at the integer positions (not from min = -0.5 on).
+            type: "linear", min: -0.5, max: Math.max(data.x_count - 0.5, 0.5),
+            title: { display: true, text: "commit (in the order first run)" },
             afterBuildTicks: function (axis) {
-              axis.ticks = built.labels.map(function (_, i) { return { value: i }; });
+              axis.ticks = Object.keys(data.axis).map(function (x) { return { value: Number(x) }; });
             },
-            ticks: {
-              autoSkip: true,
-              maxRotation: 0,
-              callback: function (value) { return built.labels[value]; },
-            },
+            ticks: { autoSkip: true, maxRotation: 0, callback: function (value) { return tickLabel(data, value); } },
           },
-          y: { title: { display: true, text: data.metric + unit }, beginAtZero: data.direction === "higher" },
+          y: { title: { display: true, text: data.metric + (data.unit ? " (" + data.unit + ")" : "") },
+               beginAtZero: data.direction === "higher" },
         },
         plugins: {
-          legend: { position: "bottom" },
+          benchAnnotations: { items: data.annotations },
+          legend: { position: "bottom", labels: { boxWidth: 12 } },
           tooltip: {
             callbacks: {
               title: function (items) {
-                var p = items[0].raw;
-                return new Date(p.t).toLocaleString() + (p.commit ? " · " + p.commit.slice(0, 10) : "");
+                var tick = data.axis[items[0].raw.x];
+                if (!tick) return "";
+                return (tick.commit ? tick.commit.slice(0, 12) + " · " : "") + new Date(tick.t).toLocaleString();
               },
               label: function (item) {
                 var p = item.raw;
-                var ci = p.ci_low != null && p.ci_high != null ? " (CI " + fmt(p.ci_low) + "–" + fmt(p.ci_high) + ")" : "";
-                return item.dataset.label + ": " + fmt(p.y) + (data.unit ? " " + data.unit : "") + ci + " · run #" + p.run +
-                  (p.correct === false ? " · INCORRECT OUTPUT" : "");
+                var ci = p.lo != null && p.hi != null ? " (CI " + fmt(p.lo) + "–" + fmt(p.hi) + ")" : "";
+                var name = item.dataset.incorrect ? p.variant + ": INCORRECT OUTPUT" : item.dataset.label;
+                return name + ": " + fmt(p.y) + unit + ci + " · run #" + p.run;
               },
             },
           },
         },
       },
     });
-    canvas.dataset.metric = data.metric;
+    window.benchCharts[data.metric] = chart;
     canvas.dataset.points = String(npoints);
     canvas.dataset.rendered = "1";
+    var notes = data.annotations.filter(function (a) { return a.x_from != null; }).length;
     statusEl.textContent = npoints
-      ? data.label + ": " + npoints + " successful run(s) in " + built.labels.length + " batch(es)."
+      ? npoints + " point(s) over " + data.x_count + " commit(s)" + (notes ? ", " + notes + " annotation(s)" : "") + "."
       : "No successful runs with " + data.metric + " yet.";
   }
 
-  function load(metric) {
+  function load(canvas) {
+    var statusEl = document.getElementById("chart-status-" + canvas.dataset.metric);
     canvas.dataset.rendered = "0";
-    statusEl.textContent = "Loading chart…";
-    var url = canvas.dataset.url + "?metric=" + encodeURIComponent(metric);
-    fetch(url, { headers: { Accept: "application/json" } })
+    fetch(canvas.dataset.url + "?metric=" + encodeURIComponent(canvas.dataset.metric), { headers: { Accept: "application/json" } })
       .then(function (r) {
         return r.json().then(function (body) {
           if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
           return body;
         });
       })
-      .then(render)
+      .then(function (data) { render(canvas, statusEl, data); })
       .catch(function (err) { statusEl.textContent = "Chart unavailable: " + err.message; });
   }
 
-  if (select) select.addEventListener("change", function () { load(select.value); });
-  load(canvas.dataset.metric || "decode_tok_s");
+  Array.prototype.forEach.call(document.querySelectorAll("canvas.history-chart"), load);
 })();

@@ -29,11 +29,15 @@ def test_benchmark_list_shows_latest_state_and_decode_per_variant(client, histor
     assert response.status_code == 200
     html = response.content.decode()
     assert "Llama-8B TP=2" in html and "/models/llama-8b-random" in html and "h200x2" in html
-    rows = {v.name: v for v in response.context["benchmarks"][0].variants.all()}
-    # latest run of any state; latest decode tok/s of a SUCCEEDED run
-    assert rows["eager"].latest_run_state == "RUNNING" and rows["eager"].latest_decode_tok_s == 50.1
-    assert rows["cuda graphs"].latest_run_state == "QUEUED" and rows["cuda graphs"].latest_decode_tok_s == 301.2
-    assert rows["nccl LL"].latest_run_state == "CANCELLED" and rows["nccl LL"].latest_decode_tok_s == 275.4
+    [summary] = response.context["summaries"]
+    rows = {v["variant"].name: v for v in summary["variants"]}
+    # latest decode tok/s of a SUCCEEDED run, against the previous commit's (or batch's)
+    assert rows["eager"]["latest"]["value"] == 50.1 and rows["eager"]["previous"]["value"] == 48.7
+    assert rows["cuda graphs"]["latest"]["value"] == 301.2 and rows["cuda graphs"]["previous"]["value"] == 297.9
+    assert rows["nccl LL"]["latest"]["value"] == 275.4 and rows["nccl LL"]["previous"]["value"] == 276.0
+    assert rows["cuda graphs"]["change"] == pytest.approx(301.2 / 297.9 - 1)
+    # the running and the queued run of the newest batch
+    assert sorted(r.state for r in summary["active"]) == ["QUEUED", "RUNNING"]
     assert "301.2" in html and "275.4" in html
 
 
@@ -43,7 +47,7 @@ def test_benchmark_page_anonymous_sees_ladder_chart_runs_and_login_link(client, 
     html = response.content.decode()
     assert [v.name for v in response.context["ladder"]] == ["eager", "cuda graphs", "nccl LL"]
     assert "--disable-custom-all-reduce" in html and "NCCL_PROTO=LL" in html
-    assert 'id="metric-chart"' in html
+    assert 'id="chart-decode_tok_s"' in html and 'id="chart-itl_ms_p99"' in html
     assert f'data-url="/api/benchmarks/{ladder_benchmark.slug}/chart/"' in html
     assert "/static/vendor/chart.umd.min.js" in html and "/static/bench/chart.js" in html
     assert len(response.context["runs"]) == Run.objects.count()
@@ -122,19 +126,18 @@ def test_chart_endpoint_has_points_of_succeeded_runs_only(client, history, ladde
     assert data["benchmark"] == ladder_benchmark.slug
     assert data["metric"] == "decode_tok_s" and data["unit"] == "tok/s"
     assert [(v["position"], v["name"]) for v in data["variants"]] == [(1, "eager"), (2, "cuda graphs"), (3, "nccl LL")]
-    values = {v["name"]: [p["value"] for p in v["points"]] for v in data["variants"]}
+    values = {v["name"]: [p["y"] for p in v["points"]] for v in data["variants"]}
     assert values == {"eager": [49.5, 48.7, 50.1], "cuda graphs": [297.9, 301.2], "nccl LL": [276.0, 275.4]}
     succeeded = {r.pk for r in history.values() if r.state == Run.State.SUCCEEDED}
     point_runs = [p["run"] for v in data["variants"] for p in v["points"]]
     assert sorted(point_runs) == sorted(succeeded)
     p = data["variants"][1]["points"][1]
     run = history[(2, 2)]
-    assert p == {
-        "run": run.pk, "batch": str(run.batch), "t": run.created_at.isoformat(), "value": 301.2,
-        "ci_low": 300.2, "ci_high": 302.2, "commit": "0123abcd" * 5, "ref": "", "build_path": "", "correct": None,
-    }
-    # runs of one trigger share a batch, so they line up on the chart
-    assert data["variants"][0]["points"][0]["batch"] == data["variants"][1]["points"][0]["batch"]
+    assert p == {"run": run.pk, "x": 2, "y": 301.2, "lo": 300.2, "hi": 302.2}
+    assert data["axis"]["2"] == {"commit": "0123abcd" * 5, "batch": str(run.batch), "t": history[(2, 1)].created_at.isoformat()}
+    # runs of one trigger (no commit: the installed engine) share an x position, so they line up
+    assert data["variants"][0]["points"][0]["x"] == data["variants"][1]["points"][0]["x"] == 0
+    assert data["x_count"] == 3
 
 
 def test_chart_endpoint_other_metric_and_bad_metric(client, history, ladder_benchmark):
@@ -146,7 +149,7 @@ def test_chart_endpoint_other_metric_and_bad_metric(client, history, ladder_benc
         response = client.get(url, {"metric": bad})
         assert response.status_code == 400
         body = response.json()
-        assert "unknown metric" in body["error"] and "decode_tok_s" in body["metrics"]
+        assert "unknown metric" in body["error"] and "decode_tok_s" in body["error"]
 
 
 def test_chart_endpoint_empty_benchmark(client, ladder_benchmark):
@@ -250,7 +253,7 @@ def test_trigger_invalid_form_rerenders_with_errors_and_400(auth_client, ladder_
     assert list(form.errors) == [field]
     assert message in form.errors[field][0]
     html = response.content.decode()
-    assert 'class="errorlist' in html and "Run the ladder" in html and 'id="metric-chart"' in html
+    assert 'class="errorlist' in html and "Run the ladder" in html and 'id="chart-decode_tok_s"' in html
     assert Run.objects.count() == 0 and enqueued == []
 
 
@@ -332,9 +335,11 @@ def test_chart_marks_runs_judged_incorrect_and_the_ladder_ignores_their_speed(cl
         Measurement.objects.create(run=run, metric="decode_tok_s", value=tok_s, unit="tok/s", direction="higher")
         Measurement.objects.create(run=run, metric="correct", value=correct, direction="higher")
 
-    points = client.get("/api/benchmarks/judged/chart/").json()["variants"][0]["points"]
+    [series] = client.get("/api/benchmarks/judged/chart/").json()["variants"]
 
-    assert {p["run"]: p["correct"] for p in points} == {good.id: True, bad.id: False}
+    # the incorrect run is marked and kept out of the line
+    assert [p["run"] for p in series["points"]] == [good.id]
+    assert [p["run"] for p in series["incorrect"]] == [bad.id]
     [step] = selectors.benchmark_ladder(benchmark=benchmark)
     assert step.latest_decode_tok_s == 100.0  # the faster but wrong run is not the latest figure
 
