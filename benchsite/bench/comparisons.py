@@ -3,7 +3,8 @@ correctness against the reference variant, and the communication A/B between lad
 import json
 
 from runners.probes.correctness import compare_outputs
-from runners.contract import GREEDY_ARTIFACT
+from runners.contract import (AB_ALLREDUCE_MS_DELTA, ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_SHARE, CORRECT, DECODE_TOK_S,
+                              GREEDY_ARTIFACT)
 
 from .models import Artifact, Measurement, Run, Variant
 
@@ -40,7 +41,7 @@ def _judge_correctness(run: Run) -> Measurement | None:
         details["reference_run"] = reference_run.id
         correct = details["correct"]
     measurement, _ = Measurement.objects.update_or_create(
-        run=run, metric="correct",
+        run=run, metric=CORRECT,
         defaults={"value": float(correct), "unit": "", "direction": Measurement.Direction.HIGHER, "details": details},
     )
     return measurement
@@ -74,28 +75,28 @@ def runs_compare_comm_ab(*, run: Run) -> None:
     the same batch that differs only in a communication setting, checked against the
     profiler's allreduce time per token of both runs."""
     mine = _values(run)
-    if "decode_tok_s" not in mine:
+    if DECODE_TOK_S not in mine:
         return
     earlier = Run.objects.filter(batch=run.batch, state=Run.State.SUCCEEDED, variant__position__lt=run.variant.position)
     for other in earlier.select_related("variant").order_by("-variant__position"):
         differs = _comm_only_difference(other.variant, run.variant)
         theirs = _values(other)
-        if differs is None or "decode_tok_s" not in theirs:
+        if differs is None or DECODE_TOK_S not in theirs:
             continue
-        step_delta = 1000 / mine["decode_tok_s"] - 1000 / theirs["decode_tok_s"]
+        step_delta = 1000 / mine[DECODE_TOK_S] - 1000 / theirs[DECODE_TOK_S]
         details = {"method": "A/B", "against_run": other.id, "against_variant": other.variant.name,
                    "differs_in": differs, "meaning": "ms per token this step adds (+) or saves (-) against the other"}
-        calls = mine.get("allreduce_calls_per_step") or theirs.get("allreduce_calls_per_step")
+        calls = mine.get(ALLREDUCE_CALLS_PER_STEP) or theirs.get(ALLREDUCE_CALLS_PER_STEP)
         if calls:
             details["us_per_call_delta"] = step_delta * 1000 / calls
-        if "allreduce_share" in mine and "allreduce_share" in theirs:
-            profiled = (mine["allreduce_share"] * 1000 / mine["decode_tok_s"]
-                        - theirs["allreduce_share"] * 1000 / theirs["decode_tok_s"])
+        if ALLREDUCE_SHARE in mine and ALLREDUCE_SHARE in theirs:
+            profiled = (mine[ALLREDUCE_SHARE] * 1000 / mine[DECODE_TOK_S]
+                        - theirs[ALLREDUCE_SHARE] * 1000 / theirs[DECODE_TOK_S])
             details["profiler_delta_ms"] = profiled
             gap = abs(profiled - step_delta)
             details["disagree"] = gap > AB_DISAGREEMENT_MS and gap > 0.3 * abs(step_delta)
         Measurement.objects.update_or_create(
-            run=run, metric="ab_allreduce_ms_delta",
+            run=run, metric=AB_ALLREDUCE_MS_DELTA,
             defaults={"value": step_delta, "unit": "ms", "direction": Measurement.Direction.LOWER, "details": details},
         )
         return
@@ -106,5 +107,5 @@ def correctness_judge(*, run: Run) -> None:
     _judge_correctness(run)
     if run.variant.is_reference:
         for other in Run.objects.filter(batch=run.batch, state=Run.State.SUCCEEDED).exclude(id=run.id):
-            if not other.measurements.filter(metric="correct", details__reference_run=run.id).exists():
+            if not other.measurements.filter(metric=CORRECT, details__reference_run=run.id).exists():
                 _judge_correctness(other)
