@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import contract
 from .job import JobError, run_job
 
 FORMAT = "decode-bench-ladder/1"
@@ -94,7 +95,7 @@ def main(args) -> int:
     result = run_ladder(ladder, work_dir=args.work_dir, only=only, previous=previous,
                         save=lambda r: args.out.write_text(json.dumps(r, indent=1)))
     for run in result["runs"]:
-        decode = next((m for m in run.get("result", {}).get("measurements", []) if m["metric"] == "decode_tok_s"), None)
+        decode = next((m for m in run.get("result", {}).get("measurements", []) if m["metric"] == contract.DECODE_TOK_S), None)
         figure = f"{decode['value']:.1f} tok/s" if decode else run.get("error", "").splitlines()[0][:100]
         print(f"{run['variant']['name']:<40} {run['state']:<10} {figure}")
     return 0 if all(r["state"] == "SUCCEEDED" for r in result["runs"]) else 1

@@ -12,6 +12,9 @@ This module turns the probes' raw results into measurements and flags disagreeme
 import json
 from pathlib import Path
 
+from runners import contract
+from runners.contract import measurement
+
 from .analyze import decompose
 
 # Profiler and analytic shares further apart than this (absolute) are flagged.
@@ -51,11 +54,6 @@ def comm_latency(*, tensor_parallel_size: int, hidden_size: int, dtype: str, env
             "backend": doc["backend"], "notes": doc.get("notes", [])}
 
 
-def _m(metric, value, unit, direction, details=None) -> dict:
-    return {"metric": metric, "value": value, "unit": unit, "direction": direction, "samples": [],
-            "ci_low": None, "ci_high": None, "details": details or {}}
-
-
 def share_measurements(*, decode_tok_s: float, profile: dict | None, comm: dict | None) -> list[dict]:
     """Measurements from the profiler result (allreduce probe) and the comm probe point."""
     out = []
@@ -70,12 +68,12 @@ def share_measurements(*, decode_tok_s: float, profile: dict | None, comm: dict 
                    "problems": profile.get("problems", []),
                    "note": "lowest rank: the others include waiting for the slower rank"}
         if profiler_share is not None:
-            out.append(_m("allreduce_share", profiler_share, "", "lower", details))
+            out.append(measurement(contract.ALLREDUCE_SHARE, profiler_share, details=details))
         if calls is not None:
-            out.append(_m("allreduce_calls_per_step", calls, "", "lower",
-                          {"expected": profile.get("expected_calls_per_step")}))
+            out.append(measurement(contract.ALLREDUCE_CALLS_PER_STEP, calls,
+                                   details={"expected": profile.get("expected_calls_per_step")}))
         if profile.get("us_per_call_min") is not None:
-            out.append(_m("allreduce_us_per_call", profile["us_per_call_min"], "us", "lower", {"method": "profiler"}))
+            out.append(measurement(contract.ALLREDUCE_US_PER_CALL, profile["us_per_call_min"], details={"method": "profiler"}))
     if comm and "error" in comm:
         comm = None
     if comm and calls:
@@ -91,8 +89,8 @@ def share_measurements(*, decode_tok_s: float, profile: dict | None, comm: dict 
             if profiler_share is not None:
                 details["profiler_share"] = profiler_share
                 details["disagree"] = abs(analytic["allreduce_share"] - profiler_share) > DISAGREEMENT
-            out.append(_m("allreduce_share_analytic", analytic["allreduce_share"], "", "lower", details))
-            out.append(_m("ceiling_tok_s", analytic["ceiling_tok_s"], "tok/s", "higher",
+            out.append(measurement(contract.ALLREDUCE_SHARE_ANALYTIC, analytic["allreduce_share"], details=details))
+            out.append(measurement(contract.CEILING_TOK_S, analytic["ceiling_tok_s"], details=
                           {"meaning": "decode tok/s if allreduce were free (analytic)", **details}))
-            out.append(_m("comm_us_per_call", comm["us_per_call"], "us", "lower", comm))
+            out.append(measurement(contract.COMM_US_PER_CALL, comm["us_per_call"], details=comm))
     return out

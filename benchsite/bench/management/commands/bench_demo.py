@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from benchsite.bench import services
 from benchsite.bench.demo import DEMO_USER, demo_benchmark_ensure, demo_gpu_history_ensure, demo_user_ensure
 from benchsite.bench.models import Run
+from runners import contract
 
 
 def _interrupt(signum, frame):
@@ -93,7 +94,7 @@ class Command(BaseCommand):
                     raise CommandError(f"{name} exited with code {proc.returncode}; see var/logs/{name}.log")
             pending = 0
             for run in Run.objects.filter(id__in=[r.id for r in runs]).select_related("variant"):
-                decode = run.measurements.filter(metric="decode_tok_s").first()
+                decode = run.measurements.filter(metric=contract.DECODE_TOK_S).first()
                 line = f"run {run.id} [{run.variant.name}] {run.state} {run.phase}"
                 if decode:
                     line += f"  decode {decode.value:.1f} tok/s"

@@ -5,6 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from benchsite.bench import services
+from runners import contract
 
 
 class Command(BaseCommand):
@@ -22,7 +23,7 @@ class Command(BaseCommand):
             raise CommandError(f"cannot import {file}: {exc}") from exc
         for run in runs:
             run.refresh_from_db()
-            decode = run.measurements.filter(metric="decode_tok_s").first()
+            decode = run.measurements.filter(metric=contract.DECODE_TOK_S).first()
             figure = f"{decode.value:.1f} tok/s" if decode else run.error.splitlines()[0][:80] if run.error else ""
             self.stdout.write(f"run {run.id} {run.variant.name}: {run.state} {figure}")
         self.stdout.write(self.style.SUCCESS(f"imported {len(runs)} runs into {runs[0].benchmark.slug}" if runs else "no runs"))
