@@ -3,7 +3,14 @@ on x, error bars from confidence intervals, runs judged incorrect apart from the
 benchmark's annotations placed on the same x axis, and at most MAX_POINTS points per series."""
 from __future__ import annotations
 
-from django.db.models import OuterRef, Subquery
+import uuid
+from datetime import datetime
+from datetime import timezone as dt_timezone
+
+from django.db.models import CharField, OuterRef, Subquery
+from django.db.models.functions import Cast
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from runners.contract import (ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, CORRECT, DECODE_TOK_S, ITL_MS_P99, METRICS,
                               TTFT_MS)
@@ -39,13 +46,21 @@ def _rows(benchmark: Benchmark, metric: str) -> list[tuple]:
     """(run, variant, batch, created, commit, value, ci_low, ci_high, correct) of every
     successful run's measurement, oldest first; correct is 1.0, 0.0 or None (not judged)."""
     verdict = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT).values("value")[:1]
+    # Batch and date as text: converting 10,000 of them to UUID and datetime costs more than the
+    # query; only the axis's few need a date (`_when`).
     return list(
         Measurement.objects.filter(run__benchmark=benchmark, run__state=Run.State.SUCCEEDED, metric=metric)
-        .annotate(verdict=Subquery(verdict))
+        .annotate(verdict=Subquery(verdict), batch_text=Cast("run__batch", CharField()),
+                  created_text=Cast("run__created_at", CharField()))
         .order_by("run__created_at", "run__id")
-        .values_list("run_id", "run__variant_id", "run__batch", "run__created_at", "run__commit",
+        .values_list("run_id", "run__variant_id", "batch_text", "created_text", "run__commit",
                      "value", "ci_low", "ci_high", "verdict")
     )
+
+
+def _when(text: str) -> datetime:
+    when = parse_datetime(text.replace(" ", "T", 1))
+    return when if timezone.is_aware(when) else timezone.make_aware(when, dt_timezone.utc)
 
 
 def _x_positions(rows) -> tuple[dict, list[dict]]:
@@ -56,7 +71,8 @@ def _x_positions(rows) -> tuple[dict, list[dict]]:
         key = commit or f"batch:{batch}"
         if key not in index:
             index[key] = len(axis)
-            axis.append({"commit": commit, "batch": str(batch), "t": created.isoformat(), "dt": created})
+            when = _when(created)
+            axis.append({"commit": commit, "batch": str(uuid.UUID(batch)), "t": when.isoformat(), "dt": when})
     return index, axis
 
 
@@ -113,21 +129,18 @@ def benchmark_history(*, benchmark: Benchmark, metric: str, max_points: int = MA
     }
 
 
-FALLBACK_ROWS = 20  # newest runs per variant in each chart's table fallback
+FALLBACK_RUNS = 60  # newest successful runs in each chart's table fallback
 
 
 def history_tables(*, benchmark: Benchmark, metrics=HISTORY_METRICS) -> list[dict]:
-    """Each chart's table fallback: per metric, the newest FALLBACK_ROWS successful runs of every
-    variant (one query for all metrics)."""
-    from django.db.models import F, Window
-    from django.db.models.functions import RowNumber
-
+    """Each chart's table fallback: per metric, its values in the benchmark's newest
+    FALLBACK_RUNS successful runs (one query for all metrics, newest runs found by index)."""
+    newest = (Run.objects.filter(benchmark=benchmark, state=Run.State.SUCCEEDED)
+              .order_by("-created_at", "-id").values("id")[:FALLBACK_RUNS])
     verdict = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT).values("value")[:1]
-    rank = Window(RowNumber(), partition_by=[F("metric"), F("run__variant_id")],
-                  order_by=[F("run__created_at").desc(), F("run__id").desc()])
-    rows = (Measurement.objects.filter(run__benchmark=benchmark, run__state=Run.State.SUCCEEDED, metric__in=metrics)
-            .annotate(rank=rank, verdict=Subquery(verdict)).filter(rank__lte=FALLBACK_ROWS)
-            .order_by("-run__created_at", "-run__id")
+    rows = (Measurement.objects.filter(run_id__in=Subquery(newest), metric__in=metrics)
+            .annotate(verdict=Subquery(verdict))
+            .order_by("-run__created_at", "-run_id")
             .values("metric", "run_id", "run__variant__name", "run__variant__position", "run__commit",
                     "run__created_at", "value", "ci_low", "ci_high", "verdict"))
     tables = {m: [] for m in metrics}

@@ -32,19 +32,22 @@ class UnknownMetric(ValueError):
 def _variants_with_latest() -> QuerySet[Variant]:
     """Variants annotated with their latest run (any state) and latest successful decode tok/s."""
     latest_run = Run.objects.filter(variant=OuterRef("pk")).order_by("-created_at", "-id")
-    # A run judged incorrect never reports its speed as the variant's latest figure.
-    incorrect = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT, value=0)
-    latest_decode = (
-        Measurement.objects.filter(run__variant=OuterRef("pk"), run__state=Run.State.SUCCEEDED, metric=DEFAULT_CHART_METRIC)
-        .exclude(Exists(incorrect))
-        .order_by("-run__created_at", "-run__id")
+    # A run judged incorrect never reports its speed as the variant's latest figure. The newest
+    # good run is found on runs (by the variant's index), then its value: sorting the joined
+    # measurements instead costs 0.2 s at 10,000 runs.
+    incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=CORRECT, value=0)
+    has_decode = Measurement.objects.filter(run=OuterRef("pk"), metric=DEFAULT_CHART_METRIC)
+    latest_good = (
+        Run.objects.filter(variant=OuterRef("pk"), state=Run.State.SUCCEEDED)
+        .filter(Exists(has_decode)).exclude(Exists(incorrect))
+        .order_by("-created_at", "-id")
     )
+    decode_of = Measurement.objects.filter(run_id=OuterRef("latest_decode_run_id"), metric=DEFAULT_CHART_METRIC)
     return Variant.objects.order_by("position").annotate(
         latest_run_id=Subquery(latest_run.values("id")[:1]),
         latest_run_state=Subquery(latest_run.values("state")[:1]),
-        latest_decode_tok_s=Subquery(latest_decode.values("value")[:1]),
-        latest_decode_run_id=Subquery(latest_decode.values("run_id")[:1]),
-    )
+        latest_decode_run_id=Subquery(latest_good.values("id")[:1]),
+    ).annotate(latest_decode_tok_s=Subquery(decode_of.values("value")[:1]))
 
 
 def benchmark_list() -> QuerySet[Benchmark]:

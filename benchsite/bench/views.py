@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from . import compare, history, home, runpage, selectors, services, waterfall
@@ -25,6 +26,7 @@ def _benchmark_page(request, benchmark, form, status=200, annotation_form=None):
         "annotation_form": annotation_form or (AnnotationForm() if request.user.is_authenticated else None),
         "annotations": list(benchmark.annotations.select_related("created_by")),
         "history_tables": history.history_tables(benchmark=benchmark),
+        "run_url_prefix": reverse("bench:run", args=[0])[:-2],  # rows link to runs without a reverse() each
     }
     return render(request, "bench/benchmark_detail.html", context, status=status)
 
