@@ -163,6 +163,8 @@ class Run(models.Model):
     ref = models.CharField(max_length=250, blank=True, help_text="What was asked for: a branch, tag or commit.")
     patches = models.ManyToManyField(Patch, blank=True, help_text="Patches uploaded with the trigger, on top of the variant's.")
     task_id = models.CharField(max_length=64, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1, help_text="Executions started: 2 once the reaper "
+                                                "re-queued a run whose worker was lost (BENCH_REAPER_REQUEUE).")
     worker_host = models.CharField(max_length=200, blank=True)
     phase = models.CharField(max_length=100, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
