@@ -1,7 +1,7 @@
 """The dashboard in real headless Chromium (Debian `chromium` + `chromium-driver`, driven by Selenium).
 
 The chart must render from the JSON endpoint with Chart.js served from static files, and its
-points must be the database's. Screenshots go to $BENCH_SCREENSHOT_DIR (default /tmp).
+points must be the database's. Screenshots go to $BENCH_SCREENSHOT_DIR (default docs/screenshots/, shown in the README).
 """
 import os
 import shutil
@@ -16,7 +16,7 @@ from .conftest import add_server_log
 
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/lib/chromium/chromium")  # the binary, not the /usr/bin wrapper
 CHROMEDRIVER = os.environ.get("BENCH_CHROMEDRIVER", shutil.which("chromedriver") or "/usr/bin/chromedriver")
-SCREENSHOT_DIR = Path(os.environ.get("BENCH_SCREENSHOT_DIR", "/tmp"))
+SCREENSHOT_DIR = Path(os.environ.get("BENCH_SCREENSHOT_DIR", Path(__file__).resolve().parents[2] / "docs" / "screenshots"))
 WAIT_S = 20
 
 from selenium import webdriver  # a dev dependency: its absence is an install error, not a skip
@@ -62,19 +62,17 @@ def _wait(driver, predicate, what):
     return wait.until(predicate, message=f"timed out waiting for {what}")
 
 
-def _chart_state(driver):
+def _chart_state(driver, metric="decode_tok_s"):
     return driver.execute_script(
         """
-        const canvas = document.getElementById('metric-chart');
+        const canvas = document.getElementById('chart-' + arguments[0]);
         const chart = Chart.getChart(canvas);
         if (!chart || canvas.dataset.rendered !== '1') return null;
         return {
-          metric: canvas.dataset.metric,
-          datasets: chart.data.datasets.map(ds => ({
-            label: ds.label, points: ds.data.map(p => [p.run, p.y, p.x]),
-          })),
+          datasets: chart.data.datasets.map(ds => ({label: ds.label, points: ds.data.map(p => [p.run, p.y, p.x])})),
         };
-        """
+        """,
+        metric,
     )
 
 
@@ -82,46 +80,101 @@ def _severe_console_errors(driver):
     return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
-def test_benchmark_page_chart_renders_db_points(browser, live_server, history, ladder_benchmark):
+def _all_canvases_drawn(driver):
+    """Every canvas on the page has been drawn on (our scripts mark it) and has pixels."""
+    return driver.execute_script(
+        """
+        const canvases = [...document.querySelectorAll('canvas')];
+        return canvases.length > 0 && canvases.every(c => c.dataset.rendered === '1' && c.width > 0 && c.height > 0);
+        """
+    )
+
+
+def _screenshot(driver, name):
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOT_DIR / name))
+
+
+def _judge(history):
+    from benchsite.bench.models import Measurement
+
+    for (index, position), run in history.items():
+        if run.state == "SUCCEEDED":
+            Measurement.objects.create(run=run, metric="correct", value=0.0 if (index, position) == (1, 3) else 1.0)
+
+
+def test_benchmark_page_charts_render_db_points_and_open_runs(browser, live_server, history, ladder_benchmark):
+    from benchsite.bench.models import Annotation
+
+    _judge(history)  # batch 1's "nccl LL" output is wrong: a red cross, not on the line
+    Annotation.objects.create(benchmark=ladder_benchmark, text="<script>window.pwned=1</script> enabled CUDA graphs",
+                              commit="0123abcd")
     browser.get(f"{live_server.url}/b/{ladder_benchmark.slug}/")
     state = _wait(browser, _chart_state, "the Chart.js chart")
-    assert state["metric"] == "decode_tok_s"
-
     expected = {}
     for variant in ladder_benchmark.variants.order_by("position"):
-        runs = Run.objects.filter(variant=variant, state=Run.State.SUCCEEDED).order_by("created_at")
+        runs = Run.objects.filter(variant=variant, state=Run.State.SUCCEEDED).exclude(pk=history[(1, 3)].pk).order_by("created_at")
         expected[f"{variant.position}. {variant.name}"] = [(r.pk, r.measurements.get(metric="decode_tok_s").value) for r in runs]
+    expected["incorrect output"] = [(history[(1, 3)].pk, 275.4)]
     got = {ds["label"]: [(run, y) for run, y, _ in ds["points"]] for ds in state["datasets"]}
     assert got == expected
-    assert list(got) == ["1. eager", "2. cuda graphs", "3. nccl LL"]
-    # Runs of one trigger batch share an x position; three batches had successful runs.
     xs = {run: x for ds in state["datasets"] for run, _, x in ds["points"]}
     assert xs[history[(0, 1)].pk] == xs[history[(0, 2)].pk] == xs[history[(0, 3)].pk] == 0
     assert xs[history[(2, 1)].pk] == xs[history[(2, 2)].pk] == 2
-    assert "7 successful run(s) in 3 batch(es)" in browser.find_element("id", "chart-status").text
+    _wait(browser, _all_canvases_drawn, "every chart on the page")
+    assert "1 annotation(s)" in browser.find_element("id", "chart-status-decode_tok_s").text
+    assert browser.execute_script("return window.pwned === undefined")
+    assert "<script>window.pwned=1</script> enabled CUDA graphs" in browser.find_element("id", "annotations").text
     assert _severe_console_errors(browser) == []
+    _screenshot(browser, "benchmark-history.png")
 
-    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SCREENSHOT_DIR / "bench-benchmark-page.png"))
+    # Click the point of run (2, 2) on the tok/s chart: its run page opens.
+    target = history[(2, 2)]
+    x, y = browser.execute_script(
+        """
+        const chart = Chart.getChart(document.getElementById('chart-decode_tok_s'));
+        const i = chart.data.datasets.findIndex(ds => ds.label === '2. cuda graphs');
+        const j = chart.data.datasets[i].data.findIndex(p => p.run === arguments[0]);
+        const el = chart.getDatasetMeta(i).data[j];
+        const box = chart.canvas.getBoundingClientRect();
+        chart.canvas.scrollIntoView({block: 'center'});
+        const box2 = chart.canvas.getBoundingClientRect();
+        return [el.x - box2.width / 2, el.y - box2.height / 2];
+        """,
+        target.pk,
+    )
+    from selenium.webdriver.common.action_chains import ActionChains
 
-    # Another metric from the selector: the chart reloads from the endpoint.
-    from selenium.webdriver.support.ui import Select
+    canvas = browser.find_element("id", "chart-decode_tok_s")
+    ActionChains(browser).move_to_element_with_offset(canvas, int(x), int(y)).click().perform()
+    _wait(browser, lambda d: d.current_url.endswith(f"/runs/{target.pk}/"), "the clicked point's run page")
 
-    Select(browser.find_element("id", "chart-metric")).select_by_value("ttft_ms")
-    state = _wait(browser, lambda d: (s := _chart_state(d)) and s["metric"] == "ttft_ms" and s, "the ttft_ms chart")
-    assert [len(ds["points"]) for ds in state["datasets"]] == [3, 2, 2]
-    assert state["datasets"][0]["points"][0][1] == pytest.approx(3000 / 49.5)
 
-    # The list page and a finished run's page, for a look at them.
+def test_every_page_draws_its_charts_without_console_errors(browser, live_server, history, ladder_benchmark):
+    from benchsite.bench.models import Measurement
+
+    _judge(history)
+    run = history[(2, 2)]
+    for metric, value in (("allreduce_share", 0.3), ("allreduce_share_analytic", 0.45)):
+        Measurement.objects.create(run=run, metric=metric, value=value)
+    add_server_log(run, lines=100)
+    pages = {
+        "home.png": "/",
+        "waterfall.png": f"/b/{ladder_benchmark.slug}/waterfall/",
+        "run-time-budget.png": f"/runs/{run.pk}/",
+        "compare.png": f"/compare/?a={history[(0, 2)].pk}&b={run.pk}",
+    }
+    for name, path in pages.items():
+        browser.get(live_server.url + path)
+        if browser.find_elements("css selector", "canvas"):
+            _wait(browser, _all_canvases_drawn, f"the charts of {path}")
+        assert _severe_console_errors(browser) == [], path
+        _screenshot(browser, name)
     browser.get(f"{live_server.url}/")
     assert "301.2" in browser.find_element("css selector", ".benchmark-summary").text
-    browser.save_screenshot(str(SCREENSHOT_DIR / "bench-list-page.png"))
-    done = history[(0, 1)]
-    add_server_log(done, lines=100)
-    browser.get(f"{live_server.url}/runs/{done.pk}/")
+    browser.get(f"{live_server.url}/runs/{run.pk}/")
     assert browser.find_element("css selector", "pre.log").text.splitlines()[-1] == "INFO log line 100"
-    browser.save_screenshot(str(SCREENSHOT_DIR / "bench-run-done-page.png"))
-    assert _severe_console_errors(browser) == []
+    assert "Estimates disagree" in browser.find_element("id", "time-budget").text
 
 
 def test_login_trigger_and_run_page_in_browser(browser, live_server, history, ladder_benchmark, user, monkeypatch):
@@ -137,13 +190,15 @@ def test_login_trigger_and_run_page_in_browser(browser, live_server, history, la
     boxes = browser.find_elements("name", "variants")
     assert len(boxes) == 3 and all(b.is_selected() for b in boxes)
     boxes[1].click()  # leave out "cuda graphs"
+    summary = browser.find_element("id", "trigger-summary").text
+    assert "2 run(s) — 1. eager, 3. nccl LL" in summary and "on pool h200x2 (queue gpu.h200x2)" in summary
     # this benchmark runs the installed engine: no ref (the ref field is tested in tests/build)
     browser.find_element("css selector", ".trigger-form button[type=submit]").click()
     message = _wait(browser, lambda d: d.find_elements("css selector", ".messages li"), "the success message")
     assert "Queued 2 run(s): eager, nccl LL." in message[0].text
-    browser.save_screenshot(str(SCREENSHOT_DIR / "bench-triggered.png"))
+    _screenshot(browser, "triggered.png")
 
-    batch = Run.objects.filter(trigger=Run.Trigger.FORM)
+    batch = Run.objects.filter(triggered_by=user)  # the history's runs have no user
     assert sorted(batch.values_list("variant__name", flat=True)) == ["eager", "nccl LL"]
     assert sorted(enqueued) == sorted(batch.values_list("pk", flat=True))
 
@@ -151,10 +206,17 @@ def test_login_trigger_and_run_page_in_browser(browser, live_server, history, la
     run = batch.get(variant__name="eager")
     browser.get(f"{live_server.url}/runs/{run.pk}/")
     assert "QUEUED" in browser.find_element("id", "run-status").text
-    Run.objects.filter(pk=run.pk).update(state=Run.State.RUNNING, phase="probe: decode")
+    browser.execute_script("window.sameDocument = true")  # gone if the page reloads
+    from django.utils import timezone
+
+    Run.objects.filter(pk=run.pk).update(state=Run.State.RUNNING, phase="probe: decode", started_at=timezone.now())
     _wait(browser, lambda d: "RUNNING" in d.find_element("id", "run-status").text, "the page to follow the run")
     _wait(browser, lambda d: "probe: decode" in d.find_element("id", "run-phase").text, "the new phase")
-    browser.save_screenshot(str(SCREENSHOT_DIR / "bench-run-page.png"))
+    add_server_log(run, lines=70)
+    _wait(browser, lambda d: d.find_element("id", "run-log").text.endswith("INFO log line 70"), "the log tail in place")
+    assert "s" in browser.find_element("id", "run-elapsed").text
+    assert browser.execute_script("return window.sameDocument === true"), "the page reloaded instead of updating"
+    _screenshot(browser, "run-live.png")
     _wait(browser, lambda d: d.find_element("css selector", "#run-status button.danger"), "the cancel button").click()
     _wait(browser, lambda d: "CANCELLED" in d.find_element("id", "run-status").text, "the cancelled run")
     assert _severe_console_errors(browser) == []
