@@ -1,4 +1,10 @@
 from django.urls import path
 
+from . import views
+
 app_name = "regressions"
-urlpatterns = []
+urlpatterns = [
+    path("b/<slug:slug>/changes/", views.benchmark_changes, name="changes"),
+    path("api/benchmarks/<slug:slug>/marks/", views.api_chart_marks, name="api-marks"),
+    path("changes/<int:pk>/mark/", views.change_point_mark, name="mark"),
+]

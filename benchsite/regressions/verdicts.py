@@ -33,11 +33,22 @@ def baseline_reset(*, run: Run, metric: str) -> ChangePoint | None:
             .select_related("run").order_by("-run__created_at", "-run_id").first())
 
 
+def _unaccepted_change_runs(run: Run, metric: str) -> set[int]:
+    """First runs of the series' open or confirmed change points: the baseline stops before the
+    first of them (its level is not accepted until marked expected, and mixing both levels
+    would inflate the spread and hide the next regression)."""
+    return set(ChangePoint.objects.filter(series_key=series_key(run), metric=metric,
+                                          status__in=[ChangePoint.Status.OPEN, ChangePoint.Status.CONFIRMED])
+               .values_list("run_id", flat=True))
+
+
 def baseline_points(*, run: Run, metric: str) -> tuple[list[Point], ChangePoint | None]:
     reset = baseline_reset(run=run, metric=metric)
     points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run)
     history = [p for p in points if p.run.id != run.id]
-    return history[-conf.max_history():], reset
+    stops = _unaccepted_change_runs(run, metric)
+    cut = next((i for i, p in enumerate(history) if p.run.id in stops), len(history))
+    return history[:cut][-conf.max_history():], reset
 
 
 def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:

@@ -1,0 +1,85 @@
+"""Change points of a run's series, stored once each: a detection after a later run that lands
+within `min_size` runs of a known change point updates it instead of adding another."""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from benchsite.bench.models import Run
+from runners import contract
+
+from . import edivisive
+from .models import ChangePoint
+from .series import Point, series_key, series_points
+from .thresholds import judged_metrics, threshold_for
+from .verdicts import baseline_reset
+
+MIN_SIZE = edivisive.DEFAULT_MIN_SIZE
+MAX_PVALUE = edivisive.DEFAULT_MAX_PVALUE
+
+
+class MarkError(ValueError):
+    """A change point cannot be marked as asked."""
+
+
+def _is_regression(metric: str, before: float, after: float) -> bool:
+    return after < before if contract.METRICS[metric].direction == "higher" else after > before
+
+
+def _nearby(existing: list[ChangePoint], points: list[Point], index: int) -> ChangePoint | None:
+    window = {p.run.id for p in points[max(0, index - MIN_SIZE): index + MIN_SIZE + 1]}
+    return next((cp for cp in existing if cp.run_id in window), None)
+
+
+def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> tuple[ChangePoint, bool]:
+    """Store one detected change point (`found`: edivisive.ChangePoint); (row, created)."""
+    key = series_key(run)
+    after_run, before_run = points[found.index].run, points[found.index - 1].run
+    fields = {"index": found.index, "before": found.before, "after": found.after, "change": found.change,
+              "pvalue": found.pvalue, "is_regression": _is_regression(metric, found.before, found.after)}
+    existing = list(ChangePoint.objects.filter(series_key=key, metric=metric))
+    match = _nearby(existing, points, found.index)
+    if match is not None:
+        if match.status == ChangePoint.Status.OPEN and not match.confirmation:
+            fields.update(run=after_run, previous_run=before_run, commit=after_run.commit,
+                          previous_commit=before_run.commit)
+        ChangePoint.objects.filter(pk=match.pk).update(**fields, updated_at=timezone.now())
+        match.refresh_from_db()
+        return match, False
+    created = ChangePoint.objects.create(benchmark=run.benchmark, variant=run.variant, series_key=key, metric=metric,
+                                         run=after_run, previous_run=before_run, commit=after_run.commit,
+                                         previous_commit=before_run.commit, **fields)
+    return created, True
+
+
+def changepoints_detect(*, run: Run) -> list[ChangePoint]:
+    """Detect change points in every judged series of `run` (since the last expected change);
+    returns the change points created by this call."""
+    created = []
+    metrics = set(run.measurements.values_list("metric", flat=True)) & set(judged_metrics())
+    for metric in sorted(metrics):
+        reset = baseline_reset(run=run, metric=metric)
+        points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run)
+        found = edivisive.detect([p.value for p in points], min_size=MIN_SIZE, max_pvalue=MAX_PVALUE,
+                                 min_change=threshold_for(benchmark=run.benchmark, metric=metric))
+        with transaction.atomic():
+            for cp in found:
+                if reset is not None and cp.index == 0:
+                    continue
+                row, is_new = changepoint_upsert(run=run, metric=metric, points=points, found=cp)
+                if is_new:
+                    created.append(row)
+    return created
+
+
+def changepoint_mark(*, change_point: ChangePoint, status: str, user=None) -> ChangePoint:
+    """A user's judgement: 'expected' (an intended trade-off: the baseline restarts there) or
+    'false_alarm'. Both are kept and count in the accuracy figures."""
+    allowed = (ChangePoint.Status.EXPECTED, ChangePoint.Status.FALSE_ALARM, ChangePoint.Status.OPEN)
+    if status not in allowed:
+        raise MarkError(f"status must be one of {', '.join(allowed)}, not {status!r}")
+    change_point.status = status
+    change_point.marked_by = user.get_username() if user is not None and user.is_authenticated else ""
+    change_point.marked_at = timezone.now()
+    change_point.save(update_fields=["status", "marked_by", "marked_at", "updated_at"])
+    return change_point

@@ -1,0 +1,44 @@
+"""Thin views: a benchmark's change points (with marks), and marking one expected or a false alarm."""
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from benchsite.bench.models import Benchmark
+from runners import contract
+
+from . import selectors
+from .changepoints import MarkError, changepoint_mark
+from .models import ChangePoint
+
+
+@require_GET
+def benchmark_changes(request, slug):
+    benchmark = get_object_or_404(Benchmark, slug=slug)
+    return render(request, "regressions/benchmark_changes.html", {
+        "benchmark": benchmark, "change_points": selectors.benchmark_change_points(benchmark=benchmark),
+        "statuses": [ChangePoint.Status.EXPECTED, ChangePoint.Status.FALSE_ALARM, ChangePoint.Status.OPEN],
+    })
+
+
+@require_GET
+def api_chart_marks(request, slug):
+    benchmark = get_object_or_404(Benchmark, slug=slug)
+    metric = request.GET.get("metric", contract.DECODE_TOK_S)
+    if metric not in contract.METRICS:
+        return JsonResponse({"error": f"unknown metric {metric!r}"}, status=400)
+    return JsonResponse({"benchmark": slug, "metric": metric, **selectors.chart_marks(benchmark=benchmark, metric=metric)})
+
+
+@login_required
+@require_POST
+def change_point_mark(request, pk):
+    change_point = get_object_or_404(ChangePoint.objects.select_related("benchmark"), pk=pk)
+    try:
+        changepoint_mark(change_point=change_point, status=request.POST.get("status", ""), user=request.user)
+    except MarkError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"change point #{pk} marked {change_point.get_status_display()}")
+    return redirect("regressions:changes", change_point.benchmark.slug)
