@@ -104,6 +104,8 @@ class Subscription(models.Model):
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="regression_subscriptions")
     webhook_url = models.URLField(max_length=500, blank=True)
     email = models.EmailField(blank=True)
+    secret = models.CharField(max_length=200, blank=True,
+                              help_text="HMAC key of this webhook's signature; empty: BENCH_ALERT_SECRET.")
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -1,1 +1,23 @@
-"""Web-queue tasks of the regressions app (thin; logic in the services)."""
+"""Web-queue task of the regressions app: thin; the logic is in `alerts`. Stable name."""
+import logging
+
+from celery import shared_task
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="regressions.deliver_alert", bind=True, acks_late=True, max_retries=None)
+def deliver_alert(self, alert_id: int) -> bool:
+    from . import alerts, conf
+
+    try:
+        return alerts.alert_deliver(alert_id=alert_id)
+    except alerts.TransientAlertError as exc:
+        attempt = self.request.retries
+        if attempt >= conf.alert_max_retries():
+            log.error("alert %s not sent after %d attempts: %s", alert_id, attempt + 1, exc)
+            alerts.alert_give_up(alert_id=alert_id, error=str(exc))
+            return False
+        countdown = conf.alert_retry_base_ms() / 1000 * 2**attempt  # 30 s, 60 s, 120 s...
+        log.warning("alert %s: %s; retry %d in %.1f s", alert_id, exc, attempt + 1, countdown)
+        raise self.retry(countdown=countdown) from None

@@ -33,12 +33,13 @@ def baseline_reset(*, run: Run, metric: str) -> ChangePoint | None:
             .select_related("run").order_by("-run__created_at", "-run_id").first())
 
 
-def _unaccepted_change_runs(run: Run, metric: str) -> set[int]:
+def unaccepted_change_runs(run: Run, metric: str) -> set[int]:
     """First runs of the series' open or confirmed change points: the baseline stops before the
     first of them (its level is not accepted until marked expected, and mixing both levels
-    would inflate the spread and hide the next regression)."""
+    would inflate the spread and hide the next regression). One its re-run contradicted is not."""
     return set(ChangePoint.objects.filter(series_key=series_key(run), metric=metric,
                                           status__in=[ChangePoint.Status.OPEN, ChangePoint.Status.CONFIRMED])
+               .exclude(confirmation=ChangePoint.Confirmation.DISAGREED)
                .values_list("run_id", flat=True))
 
 
@@ -46,7 +47,7 @@ def baseline_points(*, run: Run, metric: str) -> tuple[list[Point], ChangePoint 
     reset = baseline_reset(run=run, metric=metric)
     points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run)
     history = [p for p in points if p.run.id != run.id]
-    stops = _unaccepted_change_runs(run, metric)
+    stops = unaccepted_change_runs(run, metric)
     cut = next((i for i, p in enumerate(history) if p.run.id in stops), len(history))
     return history[:cut][-conf.max_history():], reset
 

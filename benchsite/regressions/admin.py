@@ -1,0 +1,34 @@
+from django.contrib import admin
+
+from .models import Alert, ChangePoint, Subscription, Threshold, Verdict
+
+
+@admin.register(Subscription)
+class SubscriptionAdmin(admin.ModelAdmin):
+    list_display = ("benchmark", "webhook_url", "email", "active")
+    list_filter = ("benchmark", "active")
+
+
+@admin.register(Threshold)
+class ThresholdAdmin(admin.ModelAdmin):
+    list_display = ("metric", "benchmark", "relative")
+
+
+@admin.register(ChangePoint)
+class ChangePointAdmin(admin.ModelAdmin):
+    list_display = ("series_key", "metric", "commit", "change", "status", "confirmation", "created_at")
+    list_filter = ("status", "confirmation", "metric")
+    raw_id_fields = ("run", "previous_run", "confirm_run")
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ("change_point", "subscription", "state", "attempts", "sent_at")
+    list_filter = ("state",)
+
+
+@admin.register(Verdict)
+class VerdictAdmin(admin.ModelAdmin):
+    list_display = ("run", "metric", "kind", "effect", "threshold")
+    list_filter = ("kind", "metric")
+    raw_id_fields = ("run",)

@@ -1,0 +1,152 @@
+"""Alerts: one per change point and subscription, by signed webhook (httpx) or by email.
+
+The webhook body is JSON; `X-Bench-Signature: sha256=<hex>` is HMAC-SHA256 of the exact body
+with the subscription's secret (or BENCH_ALERT_SECRET), as GitHub signs its deliveries."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from functools import partial
+
+import httpx
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from runners import contract
+
+from . import conf
+from .models import Alert, ChangePoint, Subscription
+
+log = logging.getLogger(__name__)
+DELIVER_TASK = "regressions.deliver_alert"
+
+
+class TransientAlertError(Exception):
+    """The receiver could not take the alert now (network, 5xx, 429, mail server): retry later."""
+
+
+def _link(name: str, *args) -> str:
+    return settings.BENCH_PUBLIC_URL + reverse(name, args=args)
+
+
+def alert_payload(change_point: ChangePoint) -> dict:
+    cp = change_point
+    info = contract.METRICS.get(cp.metric)
+    incorrect = cp.metric == contract.CORRECT
+    links = {"run": _link("bench:run", cp.run_id), "benchmark": _link("bench:benchmark", cp.benchmark.slug),
+             "changes": _link("regressions:changes", cp.benchmark.slug)}
+    if cp.previous_run_id:
+        links["previous_run"] = _link("bench:run", cp.previous_run_id)
+    if cp.confirm_run_id:
+        links["confirm_run"] = _link("bench:run", cp.confirm_run_id)
+    return {
+        "event": "incorrect_output" if incorrect else "regression",
+        "change_point": cp.id,
+        "benchmark": cp.benchmark.slug,
+        "variant": cp.variant.name,
+        "series": cp.series_key,
+        "metric": cp.metric,
+        "unit": info.unit if info else "",
+        "direction": info.direction if info else "",
+        "commit": cp.commit,
+        "previous_commit": cp.previous_commit,
+        "before": cp.before,
+        "after": cp.after,
+        "change": cp.change,
+        "confirmed_by_run": cp.confirm_run_id,
+        "links": links,
+    }
+
+
+def alert_summary(payload: dict) -> str:
+    what = "output became incorrect" if payload["event"] == "incorrect_output" else (
+        f"{payload['metric']} {payload['change'] * 100:+.1f}% ({payload['before']:.4g} -> {payload['after']:.4g}"
+        f"{' ' + payload['unit'] if payload['unit'] else ''})")
+    commits = f"{(payload['previous_commit'] or '?')[:12]}..{(payload['commit'] or '?')[:12]}"
+    return f"[{payload['benchmark']}/{payload['variant']}] {what} at {commits}"
+
+
+def alerts_queue(*, change_point: ChangePoint) -> list[Alert]:
+    """An Alert per active subscription of the benchmark, sent once committed; a second call for
+    the same change point sends nothing new."""
+    created = []
+    payload = alert_payload(change_point)
+    for subscription in Subscription.objects.filter(benchmark=change_point.benchmark, active=True):
+        alert, is_new = Alert.objects.get_or_create(change_point=change_point, subscription=subscription,
+                                                    defaults={"payload": payload})
+        if is_new:
+            created.append(alert)
+            transaction.on_commit(partial(_enqueue, alert.id))
+    return created
+
+
+def _enqueue(alert_id: int) -> None:
+    from benchsite.celery import app
+
+    try:
+        app.send_task(DELIVER_TASK, args=[alert_id], queue=settings.BENCH_WEB_QUEUE)
+    except Exception:  # broker down: the alert stays pending and visible
+        log.exception("could not queue alert %s", alert_id)
+
+
+def sign(body: bytes, secret: str) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _post_webhook(alert: Alert) -> None:
+    secret = alert.subscription.secret or conf.alert_secret()
+    if not secret:
+        raise ValueError("no signing secret: set the subscription's secret or BENCH_ALERT_SECRET")
+    body = json.dumps(alert.payload, sort_keys=True).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": "decode-bench", "X-Bench-Event": alert.payload["event"],
+               "X-Bench-Delivery": str(alert.id), "X-Bench-Signature": sign(body, secret)}
+    url = alert.subscription.webhook_url
+    try:
+        response = httpx.post(url, content=body, headers=headers, timeout=conf.alert_timeout_s())
+    except httpx.HTTPError as exc:
+        raise TransientAlertError(f"{url}: {exc}") from exc
+    if response.status_code >= 500 or response.status_code == 429:
+        raise TransientAlertError(f"{url}: HTTP {response.status_code} {response.text[:200]}")
+    if response.status_code >= 400:
+        raise ValueError(f"{url} refused the alert: HTTP {response.status_code} {response.text[:200]}")
+
+
+def _send_email(alert: Alert) -> None:
+    payload = alert.payload
+    lines = [alert_summary(payload), "", *(f"{k}: {v}" for k, v in payload["links"].items())]
+    try:
+        send_mail(alert_summary(payload), "\n".join(lines), conf.alert_from_email(), [alert.subscription.email])
+    except OSError as exc:  # smtplib errors are OSErrors: the mail server may come back
+        raise TransientAlertError(f"mail to {alert.subscription.email}: {exc}") from exc
+
+
+def alert_deliver(*, alert_id: int) -> bool:
+    """Send one alert. True when sent (or already sent); False when refused for good (recorded);
+    raises TransientAlertError when a retry may succeed (the attempt is recorded)."""
+    alert = Alert.objects.select_related("subscription").get(id=alert_id)
+    if alert.state == Alert.State.SENT:
+        return True
+    alert.attempts += 1
+    try:
+        _post_webhook(alert) if alert.subscription.webhook_url else _send_email(alert)
+    except TransientAlertError as exc:
+        alert.last_error = str(exc)
+        alert.save(update_fields=["attempts", "last_error"])
+        raise
+    except ValueError as exc:
+        alert.state, alert.last_error = Alert.State.FAILED, str(exc)
+        alert.save(update_fields=["attempts", "state", "last_error"])
+        log.error("alert %s not sent: %s", alert_id, exc)
+        return False
+    alert.state, alert.sent_at, alert.last_error = Alert.State.SENT, timezone.now(), ""
+    alert.save(update_fields=["attempts", "state", "sent_at", "last_error"])
+    return True
+
+
+def alert_give_up(*, alert_id: int, error: str) -> None:
+    Alert.objects.filter(id=alert_id).update(state=Alert.State.FAILED, last_error=error)

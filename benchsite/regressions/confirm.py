@@ -1,0 +1,109 @@
+"""Confirm before alerting: a regression's commit is run once more, and the alert goes out only
+if that run lands on the regressed side. A false-alarm rate p becomes about p squared."""
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from benchsite.bench.models import EngineSource, Measurement, Run
+from benchsite.bench.services import TriggerError, runs_trigger
+from runners import contract
+
+from . import conf
+from .alerts import alerts_queue
+from .models import ChangePoint, Verdict
+from .samples import run_figure
+from .series import Point, series_key, series_points
+from .verdicts import unaccepted_change_runs
+
+log = logging.getLogger(__name__)
+
+
+def _confirm_directly(cp: ChangePoint) -> None:
+    cp.status = ChangePoint.Status.CONFIRMED
+    cp.save(update_fields=["status", "confirmation", "confirm_run", "updated_at"])
+    alerts_queue(change_point=cp)
+
+
+def changepoint_confirm(*, change_point: ChangePoint) -> None:
+    """Queue the confirmation run of a new regression (or alert at once when confirmation is
+    off or impossible). A wrong output needs no second run: greedy output is deterministic."""
+    cp = change_point
+    if not cp.is_regression or cp.status != ChangePoint.Status.OPEN or cp.confirmation:
+        return
+    if cp.metric == contract.CORRECT or not conf.confirm_regressions():
+        return _confirm_directly(cp)
+    source = cp.benchmark.engine_source
+    at_commit = source is not None and source.kind == EngineSource.Kind.GIT and contract.is_full_sha(cp.commit)
+    try:
+        # No 'confirm' trigger kind exists in bench: ChangePoint.confirm_run records why it ran.
+        (rerun,) = runs_trigger(benchmark=cp.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[cp.variant],
+                                commit=cp.commit if at_commit else "", ref=cp.commit if at_commit else "")
+    except TriggerError as exc:
+        log.warning("change point %s: no confirmation run (%s); alerting without one", cp.id, exc)
+        return _confirm_directly(cp)
+    cp.confirmation, cp.confirm_run = ChangePoint.Confirmation.PENDING, rerun
+    cp.save(update_fields=["confirmation", "confirm_run", "updated_at"])
+
+
+def _agrees(cp: ChangePoint, run: Run) -> bool:
+    """The re-run lands nearer the level after the change than the level before it."""
+    if run.state != Run.State.SUCCEEDED or Measurement.objects.filter(run=run, metric=contract.CORRECT, value=0).exists():
+        return False
+    measurement = Measurement.objects.filter(run=run, metric=cp.metric).first()
+    figure = run_figure(measurement) if measurement is not None else None
+    return figure is not None and abs(figure - cp.after) < abs(figure - cp.before)
+
+
+def confirmations_resolve(*, run: Run) -> list[ChangePoint]:
+    """Settle the change points that `run` was the confirmation of; alert those it confirms."""
+    settled = []
+    with transaction.atomic():
+        for cp in ChangePoint.objects.select_for_update().filter(confirm_run=run,
+                                                                 confirmation=ChangePoint.Confirmation.PENDING):
+            if _agrees(cp, run):
+                cp.confirmation = ChangePoint.Confirmation.AGREED
+                if cp.status == ChangePoint.Status.OPEN:
+                    cp.status = ChangePoint.Status.CONFIRMED
+                    alerts_queue(change_point=cp)
+            else:
+                cp.confirmation = ChangePoint.Confirmation.DISAGREED
+            cp.save(update_fields=["confirmation", "status", "updated_at"])
+            settled.append(cp)
+    return settled
+
+
+def changepoint_from_verdict(*, run: Run, verdict: Verdict) -> ChangePoint | None:
+    """A regression verdict is a change point candidate at once (the detector needs a few more
+    runs); the detector's later finding within a few runs updates the same row."""
+    from .changepoints import MIN_SIZE
+
+    key = series_key(run)
+    points: list[Point] = series_points(run=run, metric=verdict.metric, until_run=run)
+    index = next((i for i, p in enumerate(points) if p.run.id == run.id), None)
+    if index is None or index == 0 or verdict.baseline is None:
+        return None
+    nearby = {p.run.id for p in points[max(0, index - MIN_SIZE):]}
+    if ChangePoint.objects.filter(series_key=key, metric=verdict.metric, run_id__in=nearby).exists():
+        return None
+    if unaccepted_change_runs(run, verdict.metric) & {p.run.id for p in points[:index]}:
+        return None  # judged against the level before a change already known: the same change
+    previous = points[index - 1].run
+    return ChangePoint.objects.create(
+        benchmark=run.benchmark, variant=run.variant, series_key=key, metric=verdict.metric, run=run,
+        previous_run=previous, index=index, commit=run.commit, previous_commit=previous.commit,
+        before=verdict.baseline, after=verdict.value, change=verdict.effect, is_regression=True)
+
+
+def changepoint_incorrect_output(*, run: Run) -> ChangePoint:
+    """A newly incorrect output: a change point of 'correct' at this run (1 -> 0)."""
+    previous = (Run.objects.filter(benchmark_id=run.benchmark_id, variant_id=run.variant_id, worker_host=run.worker_host,
+                                   state=Run.State.SUCCEEDED, created_at__lt=run.created_at)
+                .order_by("-created_at", "-id").first())
+    cp, _ = ChangePoint.objects.get_or_create(
+        series_key=series_key(run), metric=contract.CORRECT, run=run,
+        defaults={"benchmark": run.benchmark, "variant": run.variant, "previous_run": previous, "index": 0,
+                  "commit": run.commit, "previous_commit": previous.commit if previous else "",
+                  "before": 1.0, "after": 0.0, "change": -1.0, "is_regression": True})
+    return cp
