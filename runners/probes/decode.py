@@ -6,10 +6,14 @@ What is measured (one request at a time; `warmup` unmeasured requests first):
 - Each request is streamed (SSE). Every network read is timestamped with
   `time.perf_counter()` when it arrives; every SSE event completed by that read gets that
   arrival time.
+- The timed request is the one a user sends: no `logprobs` (computing them at all costs
+  about 2% of decode speed on vLLM 0.24 / H200; logprobs are asked for only by the separate
+  correctness request, runners.probes.correctness.greedy_completion).
 - Tokens are counted EXACTLY, per chunk, from every source the server gives and the sources
-  must agree (else ProbeError): `choices[0].token_ids` (vLLM, `return_token_ids: true`), the
-  delta of the cumulative `usage.completion_tokens` (`stream_options.continuous_usage_stats`),
-  and `len(choices[0].logprobs.tokens)` (`logprobs: 1`). A chunk may carry several tokens
+  must agree (else ProbeError): `choices[0].token_ids` (vLLM, `return_token_ids: true`) and the
+  delta of the cumulative `usage.completion_tokens` (`stream_options.continuous_usage_stats`,
+  which costs nothing measurable); `len(choices[0].logprobs.tokens)` too if a server sends
+  logprobs unasked. A chunk may carry several tokens
   (vLLM `--stream-interval`, or outputs merged while the API server lags); the final usage-only
   chunk (`choices: []`) carries none, and its total must equal the count.
 - TTFT = arrival of the first chunk carrying a token - the moment the request was sent.
@@ -31,9 +35,24 @@ What is measured (one request at a time; `warmup` unmeasured requests first):
   before and after the measured repeats; the mean of `vllm:inter_token_latency_seconds`
   (per engine step, engine-side timestamps) over that window is compared with the client's
   mean ITL, and `vllm:request_decode_time_seconds` gives the server's decode tok/s.
+- Held-back start: when a server (or a proxy) does not set TCP_NODELAY, its first small
+  writes wait for the client's delayed ACK (about 40 ms on loopback) and then arrive in one
+  burst, so the first chunk's arrival is late and the burst's tokens look decoded in no
+  time (+17% at 2 ms/token with a first token after 5 ms). Such a burst puts tokens ahead of
+  the stream's steady pace (steady_window): the decode window then starts at the second
+  chunk after it (the first may still wait for the burst's ACK) and counts only the tokens
+  after that chunk. Likewise a burst at the very end moves the window's end
+  back. A repeat whose remaining window is too short (< HELD_MIN_WINDOW_TOKENS) is flagged
+  `held_back` instead of being measured. The window's ends are recorded
+  per sample (`held_back`), and the TTFT of such a repeat (late by the hold) is flagged too.
 - Trap from ENGINE-NOTES: sometimes every chunk arrives at once at the end, which makes the
-  client tok/s absurd. Such repeats are flagged `suspect`, excluded from the medians when
-  clean repeats exist, and reported in `warnings` (as is disagreement with the server).
+  client tok/s absurd. Such repeats are flagged `suspect` ("burst"), kept out of every
+  statistic, and reported in `warnings` (as is disagreement with the server).
+- Flags: each sample carries `flag` ('' clean, else `burst` / `held_back` / `no_rate`), and
+  `ttft_flag` likewise. Medians, CI, mean, ITL pool and TTFT use clean repeats only. When
+  fewer than min(3, repeats) clean repeats remain, up to MAX_EXTRA_REPEATS more requests are
+  made; if still none is clean, the result is `suspect` and its figures come from the
+  flagged repeats, said so in `warnings` (never silently).
 
 Bad input raises ProbeError (never a number): no answer (connect/read timeout), HTTP error
 status (body included), stream closed before `max_tokens` tokens or without `data: [DONE]`,
@@ -65,6 +84,16 @@ BURST_MEDIAN_GAP_S = 50e-6
 BURST_WINDOW_FRACTION = 0.05
 BURST_WINDOW_MEDIAN_GAP_S = 1e-3
 BURST_MIN_CHUNKS = 4
+# Held-back start/end (see steady_window): a first (or last) arrival this late against the
+# steady pace, by at least this many tokens, is a burst (a delayed ACK holds up to 40 ms; a
+# client's scheduling jitter on a loaded host is a few ms, and correcting it is harmless);
+# a steady window with fewer tokens than this is flagged instead of measured.
+HELD_MIN_LATE_S = 0.004
+HELD_MIN_TOKENS = 0.5
+HELD_MIN_WINDOW_TOKENS = 4
+# Clean repeats wanted (at most `repeats`) and the extra requests allowed to get them.
+MIN_CLEAN_REPEATS = 3
+MAX_EXTRA_REPEATS = 5
 # Client vs server mean ITL: relative difference above which a warning is raised.
 SERVER_DISAGREEMENT_WARN = 0.25
 
@@ -83,7 +112,6 @@ def _request_body(model: str, prompt: str, max_tokens: int) -> dict:
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "return_token_ids": True,
-        "logprobs": 1,
     }
 
 
@@ -92,7 +120,7 @@ class _Tally:
 
     def __init__(self, max_tokens: int):
         self.max_tokens = max_tokens
-        self.chunks: list[dict] = []  # token-carrying chunks: {"t", "k", "ids", "text", "logprobs"}
+        self.chunks: list[dict] = []  # token-carrying chunks: {"t", "k", "ids", "text"}
         self.n_tokens = 0
         self.prev_usage: int | None = None
         self.final_usage: dict | None = None
@@ -124,9 +152,7 @@ class _Tally:
         if k == 0:
             return
         self.n_tokens += k
-        lp = ch.get("logprobs")
-        self.chunks.append({"t": t, "k": k, "ids": ch.get("token_ids"), "text": ch.get("text") or "",
-                            "logprobs": lp if isinstance(lp, dict) else None})
+        self.chunks.append({"t": t, "k": k, "ids": ch.get("token_ids"), "text": ch.get("text") or ""})
 
     def _count(self, ch: dict, usage, obj: dict) -> int:
         """Tokens in this chunk, from every source the server gave; the sources must agree."""
@@ -199,42 +225,110 @@ def _check_complete(tally: _Tally, stream, url: str) -> None:
 
 
 def _analyze(rec: dict) -> dict:
-    """Timing of one repeat from its raw record."""
+    """Timing of one repeat from its raw record (definitions in the module doc)."""
     chunks = rec["chunks"]
     t_send = rec["t_send"]
-    t_first, k_first = chunks[0]["t"], chunks[0]["k"]
-    t_last = chunks[-1]["t"]
     n = rec["n_tokens"]
+    gaps = [cur["t"] - prev["t"] for prev, cur in zip(chunks, chunks[1:])]
+    lo, hi = steady_window(chunks)
+    window = chunks[hi]["t"] - chunks[lo]["t"]
+    tokens = sum(c["k"] for c in chunks[lo + 1:hi + 1])  # the tokens that arrived inside the window
+    decode_tok_s = tokens / window if tokens > 0 and window > 0 else None
     itl: list[float] = []
-    gaps: list[float] = []
-    for prev, cur in zip(chunks, chunks[1:]):
-        g = cur["t"] - prev["t"]
-        gaps.append(g)
-        itl.extend([g / cur["k"]] * cur["k"])
-    window = t_last - t_first
-    decode_tok_s = (n - k_first) / window if (n - k_first) > 0 and window > 0 else None
-    if decode_tok_s is None:
-        suspect = "all tokens arrived in a single network read"
-    else:
-        suspect = _burst(chunks, gaps, t_first - t_send)
-    ids, logprobs = _ids_of(chunks), _logprobs_of(chunks)
+    for prev, cur in zip(chunks[lo:hi], chunks[lo + 1:hi + 1]):
+        itl.extend([(cur["t"] - prev["t"]) / cur["k"]] * cur["k"])
+    held = None
+    if (lo, hi) != (0, len(chunks) - 1):
+        held = {"start_chunks": lo, "end_chunks": len(chunks) - 1 - hi, "window_tokens": tokens,
+                "first_arrival_ms": (chunks[0]["t"] - t_send) * 1e3}
+    flag, why = _flag(chunks, gaps, lo, hi, tokens, n, decode_tok_s, chunks[0]["t"] - t_send)
+    ids = _ids_of(chunks)
     return {
         "decode_tok_s": decode_tok_s,
-        "ttft_ms": (t_first - t_send) * 1e3,
+        "ttft_ms": (chunks[0]["t"] - t_send) * 1e3,
         "n_tokens": n,
         "chunks": len(chunks),
-        "first_chunk_tokens": k_first,
+        "first_chunk_tokens": chunks[0]["k"],
         "max_chunk_tokens": max(c["k"] for c in chunks),
         "decode_window_ms": window * 1e3,
         "itl_s": itl,
-        "suspect": suspect,
+        "held_back": held,
+        "flag": flag,
+        "ttft_flag": flag or ("held_back" if held and held["start_chunks"] else ""),
+        "suspect": why,
         "ids": ids,
         "text": "".join(c["text"] for c in chunks),
-        "logprobs": logprobs,
         "server_request_metrics": rec["server_request_metrics"],
         "prompt_tokens": rec["prompt_tokens"],
         "count_sources": rec["count_sources"],
     }
+
+
+def steady_window(chunks: list[dict]) -> tuple[int, int]:
+    """Indices (lo, hi) of the chunks whose arrivals are real; (0, len - 1) for a healthy stream.
+
+    Tokens "ahead of pace" after chunk 0: E_j = tokens(1..j) - (t_j - t_0) / m, with m the
+    seconds per token over the middle third of the stream (_pace). A first chunk held back and released in a burst with the next ones makes E
+    climb by about one token per chunk of the burst, then stay flat; arrivals at their own pace
+    (or stalls, which make E fall) never lift it. When E reaches HELD_MIN_TOKENS and E x m
+    (how late chunk 0 was) HELD_MIN_LATE_S, the burst ends
+    where E first comes within half a token of its maximum, and the window starts two chunks
+    later (the first one after a burst may still have waited for the burst's ACK: seen, +1% on
+    one repeat in ten). A burst over more than a third of the chunks is only partly
+    corrected: the window then starts inside it (a rate too high, which _burst flags when
+    most gaps are tiny). The same from the end (tokens ahead of pace before the last chunk)
+    moves the window's end to the chunk before a closing burst. Reads of one burst can be tens
+    of microseconds to a millisecond apart on a loaded host: no gap threshold would catch all."""
+    if len(chunks) < 4:
+        return 0, len(chunks) - 1
+    m = _pace(chunks)
+    if m <= 0:  # everything in one read: _burst flags it
+        return 0, len(chunks) - 1
+    t = [c["t"] for c in chunks]
+    lo = _burst_end(t, [c["k"] for c in chunks], m)
+    lo = min(lo + 2, len(chunks) - 1) if lo else 0
+    # backwards: chunk j of the reversed stream adds the tokens of forward chunk len - j
+    rev = _burst_end([-x for x in reversed(t)], [0] + [c["k"] for c in reversed(chunks[1:])], m)
+    hi = len(chunks) - 2 - rev if rev else len(chunks) - 1  # the chunk before the closing burst
+    return lo, max(hi, lo)
+
+
+def _pace(chunks: list[dict]) -> float:
+    """Seconds per token over the middle third of the chunks: away from both ends, where bursts
+    are, and over a span rather than a median gap (a descheduled client reads chunks in bunches,
+    which makes most single gaps tiny while the span stays right)."""
+    a, b = len(chunks) // 3, (2 * len(chunks)) // 3
+    tokens = sum(c["k"] for c in chunks[a + 1:b + 1])
+    return (chunks[b]["t"] - chunks[a]["t"]) / tokens if tokens else 0.0
+
+
+def _burst_end(t: list[float], k: list[int], m: float) -> int:
+    """Index where a leading burst ends (0: none), from the tokens ahead of pace (see above),
+    looked for in the first third of the chunks only (the last third is the other end's).
+    K[j] is the number of tokens that chunk j adds (arrived with it)."""
+    ahead, tokens = [0.0], 0
+    for j in range(1, (len(t) + 2) // 3):
+        tokens += k[j]
+        ahead.append(tokens - (t[j] - t[0]) / m)
+    top = max(ahead)
+    if top < HELD_MIN_TOKENS or top * m < HELD_MIN_LATE_S:
+        return 0
+    return next(j for j, e in enumerate(ahead) if e >= top - 0.5 - 1e-9)
+
+
+def _flag(chunks, gaps, lo, hi, tokens, n, decode_tok_s, ttft) -> tuple[str, str | None]:
+    """('', None) for a clean repeat, else (flag, why)."""
+    why = _burst(chunks, gaps, ttft)
+    if why:
+        return "burst", why
+    if decode_tok_s is None:
+        if (lo, hi) != (0, len(chunks) - 1):
+            return "held_back", f"held back: no chunk arrived at its own pace ({len(chunks)} chunks)"
+        return "no_rate", "all tokens arrived in a single network read"
+    if tokens < HELD_MIN_WINDOW_TOKENS:
+        return "held_back", (f"held back: only {tokens} of {n} tokens arrived at their own pace (chunks "
+                             f"{lo}..{hi} of {len(chunks)}); the rest came in bursts")
+    return "", None
 
 
 def _burst(chunks: list[dict], gaps: list[float], ttft: float) -> str | None:
@@ -259,23 +353,6 @@ def _ids_of(chunks: list[dict]) -> list[int] | None:
     return [i for c in chunks for i in c["ids"]]
 
 
-def _logprobs_of(chunks: list[dict]) -> list[dict] | None:
-    """[{"token", "logprob", "top_logprobs"}] per token, or None when any chunk lacked logprobs."""
-    out = []
-    for c in chunks:
-        lp = c["logprobs"]
-        if not lp:
-            return None
-        toks = lp.get("tokens") or []
-        tlps = lp.get("token_logprobs") or []
-        tops = lp.get("top_logprobs") or []
-        for i, tok in enumerate(toks):
-            out.append({"token": tok,
-                        "logprob": tlps[i] if i < len(tlps) else None,
-                        "top_logprobs": tops[i] if i < len(tops) else None})
-    return out
-
-
 def _digest(ids: list[int] | None, text: str) -> str:
     payload = ",".join(str(i) for i in ids) if ids is not None else "text:" + text
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -298,11 +375,11 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
         for _ in range(warmup):
             _stream_once(api, body, timeout_s)
         before = scrape_server_metrics(api, model=model)
-        runs = [_analyze(_stream_once(api, body, timeout_s)) for _ in range(repeats)]
-        after = settled_metrics(api, model, before, repeats) if before["available"] else before
+        runs = _measured_repeats(api, body, timeout_s, repeats)
+        after = settled_metrics(api, model, before, len(runs)) if before["available"] else before
     warnings: list[str] = []
-    server = _server_block(before, after, runs, repeats, warnings)
-    used = _usable_runs(runs, server, warnings)
+    server = _server_block(before, after, runs, len(runs), warnings)
+    used = _usable_runs(runs, server, warnings, repeats)
     result = _summary(runs, used, warnings, base=api.base_url, model=model, max_tokens=max_tokens,
                       repeats=repeats, warmup=warmup)
     result["server_metrics_available"] = bool(before["available"] and after.get("available"))
@@ -313,12 +390,33 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
     return _jsonable(result)
 
 
-def _usable_runs(runs: list[dict], server: dict | None, warnings: list[str]) -> list[dict]:
-    """The repeats the medians use: the clean ones, else every one with a rate (ProbeError if none)."""
+def _measured_repeats(api: CompletionClient, body: dict, timeout_s: float, repeats: int) -> list[dict]:
+    """REPEATS measured requests, plus up to MAX_EXTRA_REPEATS more while fewer than
+    min(MIN_CLEAN_REPEATS, repeats) of them are clean."""
+    want = min(MIN_CLEAN_REPEATS, repeats)
+    runs = [_analyze(_stream_once(api, body, timeout_s)) for _ in range(repeats)]
+    while sum(not r["flag"] for r in runs) < want and len(runs) < repeats + MAX_EXTRA_REPEATS:
+        runs.append(_analyze(_stream_once(api, body, timeout_s)))
+    return runs
+
+
+def held_back_notes(runs: list[dict]) -> list[str]:
+    """What the steady window left out of each repeat that had bursts (measured, not flagged)."""
+    return [f"repeat {i}: {h['start_chunks']} leading and {h['end_chunks']} trailing chunks arrived in "
+            f"bursts (held back): rate over the {h['window_tokens']} tokens that arrived at their own pace"
+            for i, r in enumerate(runs) if (h := r["held_back"]) and not r["flag"]]
+
+
+def _usable_runs(runs: list[dict], server: dict | None, warnings: list[str], repeats: int) -> list[dict]:
+    """The repeats the statistics use: the clean ones; when none is clean, every one with a
+    rate, and the result says so (ProbeError if not even one has a rate)."""
     for i, r in enumerate(runs):
-        if r["suspect"]:
+        if r["flag"]:
             warnings.append(f"repeat {i}: {r['suspect']}")
-    clean = [r for r in runs if not r["suspect"]]
+    if len(runs) > repeats:
+        warnings.append(f"{len(runs) - repeats} extra repeat(s) made to get clean ones "
+                        f"(limit {MAX_EXTRA_REPEATS})")
+    clean = [r for r in runs if not r["flag"]]
     used = clean if clean else [r for r in runs if r["decode_tok_s"] is not None]
     if not used:
         raise ProbeError(
@@ -327,8 +425,10 @@ def _usable_runs(runs: list[dict], server: dict | None, warnings: list[str]) -> 
             received={"repeats": [{k: r[k] for k in ("n_tokens", "chunks", "ttft_ms", "decode_window_ms", "suspect")}
                                   for r in runs],
                       "server_metrics": server})
-    if len(used) < len(runs):
-        warnings.append(f"medians use {len(used)} of {len(runs)} repeats (suspect ones excluded)")
+    if not clean:
+        warnings.append(f"no clean repeat in {len(runs)}: the figures come from flagged repeats")
+    elif len(used) < len(runs):
+        warnings.append(f"statistics use {len(used)} of {len(runs)} repeats (flagged ones excluded)")
     return used
 
 
@@ -340,9 +440,10 @@ def _outputs_identical(runs: list[dict]) -> bool:
 
 
 def _summary(runs: list[dict], used: list[dict], warnings: list[str], **request) -> dict:
-    """The result dict: medians over USED, pooled ITL percentiles, the first repeat's output."""
+    """The result dict: statistics over USED, pooled ITL percentiles, the first repeat's output."""
     tok_s = [r["decode_tok_s"] for r in used]
     itl_pool = [x for r in used for x in r["itl_s"]]
+    ttft_used = [r for r in used if not r["ttft_flag"]] or used
     first = runs[0]
     identical = _outputs_identical(runs)
     if not identical:
@@ -357,30 +458,33 @@ def _summary(runs: list[dict], used: list[dict], warnings: list[str], **request)
         "model": request["model"],
         "max_tokens": request["max_tokens"],
         "repeats": request["repeats"],
+        "repeats_made": len(runs),
+        "repeats_clean": sum(not r["flag"] for r in runs),
+        "max_extra_repeats": MAX_EXTRA_REPEATS,
         "warmup": request["warmup"],
         "prompt_tokens": first["prompt_tokens"],
         "decode_tok_s": stats.median(tok_s),
         "decode_tok_s_ci": [ci[0], ci[1]],
         "decode_tok_s_ci_coverage": stats.median_ci_coverage(len(tok_s)),
         "decode_tok_s_mean": stats.mean(tok_s),
-        "ttft_ms": stats.median([r["ttft_ms"] for r in used]),
+        "ttft_ms": stats.median([r["ttft_ms"] for r in ttft_used]),
         "itl_ms": itl_ms,
         "samples": [_sample(r) for r in runs],
         "token_count_sources": first["count_sources"],
         "output_token_ids": first["ids"],
         "output_digest": _digest(first["ids"], first["text"]),
         "output_text": first["text"],
-        "logprobs": first["logprobs"],
         "repeat_outputs_identical": identical,
         "client_itl_ms_mean": itl_ms["mean"],
         "warnings": warnings,
-        "suspect": all(r["suspect"] for r in runs),  # no clean repeat at all
+        "notes": held_back_notes(runs),
+        "suspect": all(r["flag"] for r in runs),  # no clean repeat at all
     }
 
 
 def _sample(r: dict) -> dict:
     keys = ("decode_tok_s", "ttft_ms", "n_tokens", "chunks", "first_chunk_tokens", "max_chunk_tokens",
-            "decode_window_ms", "suspect")
+            "decode_window_ms", "held_back", "flag", "ttft_flag", "suspect")
     return {**{k: r[k] for k in keys}, **_server_sample(r)}
 
 

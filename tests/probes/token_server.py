@@ -16,9 +16,16 @@ Scenario keys (defaults in DEFAULTS):
                burst_end | no_ids | mismatch | zero | error_event
                (all_at_end: every event in ONE write at the end; burst_end: the events are
                held back to the end, then written one by one 100 us apart)
+  bursts       the first `bursts` requests of the scenario behave as burst_end, the rest as `mode`
   close_after  tokens sent before close_early / no_done / bad_json end the stream
   metrics      1: serve vLLM-like Prometheus histograms at /s/.../metrics (else 404)
+  nodelay      1: set TCP_NODELAY on the connection, as vLLM's uvicorn does; 0: leave Nagle on,
+               so small writes made while earlier data is unacknowledged wait for the client's
+               (delayed) ACK and then leave in one burst: a held-back start
   tag          free text, to keep logs of different tests apart
+
+Like vLLM, a chunk carries `logprobs` only when the request asked for them, and `token_ids`
+when it set `return_token_ids`.
 
 Every token is "generated" by waiting (sleep, then spin) until its scheduled time
 t0 + ttft + i * cadence, so generation never drifts; a chunk is written once its last token
@@ -26,7 +33,9 @@ is generated, and the time right before the write (the bytes cannot leave earlie
 as the TRUE send time of every token in it (`sent`; `sent_after`: when the write returned).
 GET /_log?scenario=<s> returns the records of all requests of a scenario:
 {"recv": t, "chunks": [{"sent": t, "sent_after": t, "k": k}], "gen": [t per token],
- "usage_only_sent": bool}.
+ "usage_only_sent": bool, "request": {the request's logprobs, return_token_ids, stream_options}}.
+With nodelay=0, `sent` is when the write was handed to the kernel, NOT when the bytes left:
+the truth is then the generation times `gen`.
 Times are time.perf_counter() (CLOCK_MONOTONIC: comparable across processes on Linux).
 """
 from __future__ import annotations
@@ -41,7 +50,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 DEFAULTS = {"cadence_ms": 5.0, "ttft_ms": 20.0, "k": 1, "first_alone": 0, "mode": "normal",
-            "close_after": 5, "metrics": 0, "tag": ""}
+            "close_after": 5, "metrics": 0, "nodelay": 1, "bursts": 0, "tag": ""}
 
 LOCK = threading.Lock()
 LOGS: dict[str, list[dict]] = {}
@@ -87,6 +96,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
+        # The scenario (in the request line) is not known yet: NODELAY per request, in stream().
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, *args):  # quiet
@@ -165,6 +175,9 @@ class Handler(BaseHTTPRequestHandler):
         n = int(req["max_tokens"])
         model = req.get("model", "fake-model")
         mode = cfg["mode"]
+        with LOCK:
+            if len(LOGS.get(scenario, [])) < cfg["bursts"]:
+                mode = "burst_end"
         cadence = cfg["cadence_ms"] / 1e3
         k = max(1, cfg["k"])
         if mode == "zero":
@@ -178,7 +191,9 @@ class Handler(BaseHTTPRequestHandler):
         while i < n:
             groups.append(list(range(i, min(i + k, n))))
             i += k
-        record = {"recv": recv, "chunks": [], "gen": [], "usage_only_sent": False, "mode": mode}
+        record = {"recv": recv, "chunks": [], "gen": [], "usage_only_sent": False, "mode": mode,
+                  "request": {key: req.get(key) for key in ("logprobs", "return_token_ids", "stream_options")}}
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if cfg["nodelay"] else 0)
 
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -198,14 +213,16 @@ class Handler(BaseHTTPRequestHandler):
             choice = {
                 "index": 0,
                 "text": "".join(token_text(t) for t in group),
-                "logprobs": {"text_offset": [0] * len(group),
-                             "token_logprobs": [-0.25] * len(group),
-                             "tokens": [token_text(t) for t in group],
-                             "top_logprobs": [{token_text(t): -0.25} for t in group]},
+                "logprobs": None,
                 "finish_reason": "length" if sent_tokens == n else None,
                 "stop_reason": None,
             }
-            if mode != "no_ids":
+            if req.get("logprobs") is not None:
+                choice["logprobs"] = {"text_offset": [0] * len(group),
+                                      "token_logprobs": [-0.25] * len(group),
+                                      "tokens": [token_text(t) for t in group],
+                                      "top_logprobs": [{token_text(t): -0.25} for t in group]}
+            if mode != "no_ids" and req.get("return_token_ids"):
                 choice["token_ids"] = [token_id(t) for t in group]
                 if mode == "mismatch" and gi == 2:
                     choice["token_ids"] = choice["token_ids"] + [1]
