@@ -40,6 +40,14 @@ Definitions (the probe's, see runners/probes/decode.py and tests/probes/test_dec
                 run to run on a loaded 2-core host, against ~0.1-0.2 s of streaming, so that
                 difference is noise (it came out negative): not used by default.
 
+Held-back starts (--held-back, on by default): HELD_BACK_CASES run the same way against a
+server that leaves TCP_NODELAY OFF (token_server.py `nodelay=0`) with a short first-token
+delay, so its first small writes wait for the client's delayed ACK (about 40 ms on loopback)
+and then arrive in one burst, as behind a proxy that does not set TCP_NODELAY. The server's
+send times are then not when the bytes left, so the truth for these rows is the engine's
+real rate: per request (n - 1) / (gen_last - gen_first) from the generation times, median over
+requests (ITL truth: the generation gaps). Each tool is compared with it.
+
 The token server spins the last half millisecond before each token, so on a 2-core host the
 server, this process and vllm bench compete; figures are from one run, not a distribution.
 """
@@ -70,6 +78,8 @@ DEFAULT_TOKENIZER = ROOT / "var" / "tiny-model"
 MODEL = "fake-model"
 # (cadence_ms, tokens per chunk, max_tokens): about 0.65-0.85 s of decode per request
 CASES = [(5, 1, 128), (17, 1, 48), (5, 3, 128), (17, 3, 48)]
+# held-back starts (TCP_NODELAY off): (cadence_ms, tokens per chunk, max_tokens, ttft_ms)
+HELD_BACK_CASES = [(2, 1, 128, 5), (2, 1, 128, 20), (5, 1, 128, 5)]
 VLLM_TIMEOUT_S = 300
 
 
@@ -113,18 +123,21 @@ class TokenServer:
         self.close()
 
 
-def scenario_of(cadence_ms: float, k: int, first_alone: int, ttft_ms: float) -> str:
+def scenario_of(cadence_ms: float, k: int, first_alone: int, ttft_ms: float, nodelay: int = 1) -> str:
     tag = f"fidelity-{uuid.uuid4().hex[:8]}"  # fresh log per case, even on a reused server
-    return f"cadence_ms={cadence_ms},k={k},first_alone={first_alone},ttft_ms={ttft_ms},tag={tag}"
+    return f"cadence_ms={cadence_ms},k={k},first_alone={first_alone},ttft_ms={ttft_ms},nodelay={nodelay},tag={tag}"
 
 
 # ------------------------------------------------------------------------------------- truth
 
 
-def truth_of(records: list[dict]) -> dict:
-    """Truth over the server's records of some requests (definitions in the module doc)."""
+def truth_of(records: list[dict], *, from_generation: bool = False) -> dict:
+    """Truth over the server's records of some requests (definitions in the module doc);
+    FROM_GENERATION: from the generation times (held-back cases: send times are not arrivals)."""
     if not records:
         raise ValueError("no server records")
+    if from_generation:
+        return generation_truth(records)
     tok_s, itl, gaps = [], [], []
     for rec in records:
         chunks = rec["chunks"]
@@ -137,6 +150,20 @@ def truth_of(records: list[dict]) -> dict:
     return {"requests": len(records), "tok_s": stats.median(tok_s),
             "itl_p50_ms": stats.percentile(itl, 50) * 1e3, "chunk_gap_p50_ms": stats.percentile(gaps, 50) * 1e3,
             "ttft_ms": stats.median([(r["chunks"][0]["sent"] - r["recv"]) * 1e3 for r in records])}
+
+
+def generation_truth(records: list[dict]) -> dict:
+    """The engine's real cadence: per request (n - 1) / (gen_last - gen_first); ITL and chunk gap
+    from the generation times (one token per chunk in the held-back cases)."""
+    tok_s, itl = [], []
+    for rec in records:
+        gen = rec["gen"]
+        tok_s.append((len(gen) - 1) / (gen[-1] - gen[0]))
+        itl += [b - a for a, b in zip(gen, gen[1:])]
+    p50 = stats.percentile(itl, 50) * 1e3
+    return {"requests": len(records), "tok_s": stats.median(tok_s), "itl_p50_ms": p50, "chunk_gap_p50_ms": p50,
+            "ttft_ms": stats.median([(r["gen"][0] - r["recv"]) * 1e3 for r in records]),
+            "from": "generation times (TCP_NODELAY off: send times are not arrivals)"}
 
 
 def rel_err(value: float | None, truth: float) -> float | None:
@@ -191,13 +218,17 @@ def vllm_startup_cpu(server: TokenServer, tokenizer: Path, result_dir: Path) -> 
 
 
 def measure_case(server: TokenServer, cadence_ms: float, k: int, max_tokens: int, repeats: int, *,
-                 first_alone: int = 1, ttft_ms: float = 20, tokenizer: Path = DEFAULT_TOKENIZER,
+                 first_alone: int = 1, ttft_ms: float = 20, nodelay: int = 1, tokenizer: Path = DEFAULT_TOKENIZER,
                  vllm_bench: bool = True, startup_cpu_s: float | None = None,
                  result_dir: Path | None = None) -> dict:
-    """One case: the probe, then (optionally) vllm bench, on the same scenario URL of `server`."""
-    scenario = scenario_of(cadence_ms, k, first_alone, ttft_ms)
+    """One case: the probe, then (optionally) vllm bench, on the same scenario URL of `server`.
+    NODELAY=0: a held-back start (see the module doc); the truth is then the generation times."""
+    scenario = scenario_of(cadence_ms, k, first_alone, ttft_ms, nodelay)
     url = server.url(scenario)
-    row: dict = {"scenario": scenario, "case": f"{cadence_ms:g}ms k={k}" + ("" if first_alone or k == 1 else " bundled-1st"),
+    label = f"{cadence_ms:g}ms k={k}" + ("" if first_alone or k == 1 else " bundled-1st")
+    if not nodelay:
+        label += f" no-NODELAY ttft={ttft_ms:g}"
+    row: dict = {"scenario": scenario, "case": label, "nodelay": nodelay,
                  "cadence_ms": cadence_ms, "k": k, "first_alone": first_alone, "ttft_ms": ttft_ms,
                  "max_tokens": max_tokens, "repeats": repeats}
 
@@ -215,16 +246,19 @@ def measure_case(server: TokenServer, cadence_ms: float, k: int, max_tokens: int
     finally:
         client.close()
     log = server.log(scenario)
-    if len(log) != warmup + repeats:
-        raise RuntimeError(f"server logged {len(log)} requests for the probe, expected {warmup + repeats}")
-    t_probe = truth_of(log[warmup:])
+    if len(log) != warmup + probe["repeats_made"]:
+        raise RuntimeError(f"server logged {len(log)} requests for the probe, expected {warmup + probe['repeats_made']}")
+    t_probe = truth_of(log[warmup:], from_generation=not nodelay)
     row["truth_probe"] = t_probe
     row["probe"] = {
         "tok_s": probe["decode_tok_s"], "tok_s_err": rel_err(probe["decode_tok_s"], t_probe["tok_s"]),
         "itl_p50_ms": probe["itl_ms"]["p50"], "itl_p50_err": rel_err(probe["itl_ms"]["p50"], t_probe["itl_p50_ms"]),
-        "ttft_ms": probe["ttft_ms"], "warnings": probe["warnings"],
-        "cpu_s": probe_cpu, "client_setup_cpu_s": setup_cpu, "tokens_streamed": (warmup + repeats) * max_tokens,
-        "cpu_us_per_token": probe_cpu / ((warmup + repeats) * max_tokens) * 1e6,
+        "ttft_ms": probe["ttft_ms"], "warnings": probe["warnings"], "notes": probe["notes"],
+        "flags": [s["flag"] for s in probe["samples"]],
+        "held_back_repeats": sum(1 for s in probe["samples"] if s["held_back"]),
+        "cpu_s": probe_cpu, "client_setup_cpu_s": setup_cpu,
+        "tokens_streamed": (warmup + probe["repeats_made"]) * max_tokens,
+        "cpu_us_per_token": probe_cpu / ((warmup + probe["repeats_made"]) * max_tokens) * 1e6,
     }
     if not vllm_bench:
         return row
@@ -242,7 +276,7 @@ def measure_case(server: TokenServer, cadence_ms: float, k: int, max_tokens: int
     vb_records = log2[len(log):]
     if len(vb_records) != repeats:
         raise RuntimeError(f"server logged {len(vb_records)} requests for vllm bench, expected {repeats}")
-    t_vb = truth_of(vb_records)
+    t_vb = truth_of(vb_records, from_generation=not nodelay)
     res = run["result"]
     tpot_tok_s = 1e3 / res["median_tpot_ms"]
     tokens = res["total_output_tokens"]
@@ -317,7 +351,7 @@ def ensure_tokenizer(path: Path) -> None:
 
 def run_all(cases=CASES, repeats: int = 5, *, first_alone: int = 1, ttft_ms: float = 20,
             tokenizer: Path = DEFAULT_TOKENIZER, vllm_bench: bool = True, startup_run: bool = False,
-            reqfunc: bool = True) -> dict:
+            reqfunc: bool = True, held_back_cases=HELD_BACK_CASES) -> dict:
     t0 = time.perf_counter()
     rows = []
     startup = None
@@ -326,9 +360,10 @@ def run_all(cases=CASES, repeats: int = 5, *, first_alone: int = 1, ttft_ms: flo
             ensure_tokenizer(tokenizer)
             if startup_run:
                 startup = vllm_startup_cpu(server, tokenizer, Path(tmp))
-        for cadence_ms, k, n in cases:
-            rows.append(measure_case(server, cadence_ms, k, n, repeats, first_alone=first_alone, ttft_ms=ttft_ms,
-                                     tokenizer=tokenizer, vllm_bench=vllm_bench,
+        plan = [(c, k, n, ttft_ms, 1) for c, k, n in cases] + [(c, k, n, t, 0) for c, k, n, t in held_back_cases]
+        for cadence_ms, k, n, ttft, nodelay in plan:
+            rows.append(measure_case(server, cadence_ms, k, n, repeats, first_alone=first_alone, ttft_ms=ttft,
+                                     nodelay=nodelay, tokenizer=tokenizer, vllm_bench=vllm_bench,
                                      startup_cpu_s=startup["cpu_s"] if startup else None, result_dir=Path(tmp)))
         if vllm_bench and reqfunc:
             by_scenario = vllm_reqfunc_cpu(server, rows, repeats)
@@ -360,7 +395,7 @@ def _f(x: float | None, fmt: str = ".1f") -> str:
 
 
 def format_table(report: dict) -> str:
-    head = ["case", "truth tok/s", "probe tok/s", "err", "vb 1000/mTPOT", "err", "vb out_thru", "err",
+    head = ["case", "truth tok/s", "probe tok/s", "err", "flagged", "vb 1000/mTPOT", "err", "vb out_thru", "err",
             "truth ITL p50 tok|chunk ms", "probe ITL err", "vb mTPOT err", "vb mITL err(chunk)",
             "CPU us/tok probe", "vb total", "vb reqfunc"]
     lines = []
@@ -370,6 +405,7 @@ def format_table(report: dict) -> str:
         g = (lambda key: vb.get(key) if vb else None)
         lines.append([
             r["case"], f"{tp['tok_s']:.2f}", f"{p['tok_s']:.2f}", _pct(p["tok_s_err"]),
+            f"{sum(1 for f in p.get('flags', []) if f)}/{len(p.get('flags', []))} ({p.get('held_back_repeats', 0)} held)",
             _f(g("tok_s_1000_over_median_tpot"), ".2f"), _pct(g("tok_s_err")),
             _f(g("output_throughput"), ".2f"), _pct(g("output_throughput_err")),
             f"{tp['itl_p50_ms']:.3f} | {tp['chunk_gap_p50_ms']:.3f}", _pct(p["itl_p50_err"]),
@@ -387,6 +423,9 @@ def format_table(report: dict) -> str:
         "errors are signed (measured - truth) / truth, each tool against the server's records of its OWN requests",
         "  (truth tok/s and ITL columns: the probe's requests). vb = vllm bench serve; vb tok/s = 1000 / median TPOT;",
         "  vb out_thru = output_throughput (includes TTFT). vb mITL is per chunk, so compared with the per-chunk gap.",
+        "no-NODELAY rows: the server leaves TCP_NODELAY off (held-back start); truth = the generation times.",
+        "  flagged = probe repeats kept out of its statistics / repeats made (held = repeats whose window",
+        "  skipped a burst at the start or end and were measured over the chunks that arrived at their own pace)",
         "CPU: probe = process_time in-process around measure_decode, per token streamed (warmup included; no",
         f"  interpreter/import cost, httpx client setup excluded: {setup:.2f} s CPU per client);",
         "  vb total = RUSAGE_CHILDREN of the whole subprocess / measured tokens (startup included);",
@@ -417,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ttft-ms", type=float, default=20, help="server delay before the first token (default 20)")
     ap.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER, help="for vllm bench (default var/tiny-model)")
     ap.add_argument("--no-vllm-bench", action="store_true", help="the probe only")
+    ap.add_argument("--no-held-back", action="store_true", help="skip the TCP_NODELAY-off (held-back start) cases")
     ap.add_argument("--startup-run", action="store_true",
                     help="also run vllm bench once with --num-prompts 1 and subtract its CPU (noisy; ~20 s)")
     ap.add_argument("--no-reqfunc", action="store_true",
@@ -428,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report = run_all(CASES, args.repeats, first_alone=args.first_alone, ttft_ms=args.ttft_ms,
                      tokenizer=args.tokenizer, vllm_bench=not args.no_vllm_bench,
-                     startup_run=args.startup_run, reqfunc=not args.no_reqfunc)
+                     startup_run=args.startup_run, reqfunc=not args.no_reqfunc,
+                     held_back_cases=[] if args.no_held_back else HELD_BACK_CASES)
     print(format_table(report))
     if args.json:
         text = json.dumps(report, indent=2)

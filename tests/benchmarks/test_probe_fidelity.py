@@ -52,3 +52,14 @@ def test_vllm_bench_figures_parse(tiny_model_dir, tmp_path):
     assert abs(vb["tok_s_err"]) < 0.05
     # output_throughput includes TTFT (20 ms per 48-token request here): visibly below the decode rate
     assert vb["output_throughput"] < vb["tok_s_1000_over_median_tpot"]
+
+
+def test_held_back_case_uses_the_generation_times():
+    """TCP_NODELAY off, first token after 5 ms, 2 ms per token: truth from the generation times,
+    probe within 2% (loose for the shared host; before the held-back window it read +17%)."""
+    with pf.TokenServer() as server:
+        row = pf.measure_case(server, 2, 1, 96, 3, ttft_ms=5, nodelay=0, vllm_bench=False)
+    assert row["truth_probe"]["from"].startswith("generation times")
+    assert row["truth_probe"]["tok_s"] == pytest.approx(500, rel=0.01)  # the server's own cadence
+    assert abs(row["probe"]["tok_s_err"]) < 0.02
+    assert "no-NODELAY ttft=5" in row["case"]
