@@ -34,3 +34,7 @@ def _schedule_reaper(sender, **kwargs):
     sender.add_periodic_task(
         settings.BENCH_REAPER_INTERVAL_S, sender.signature("bench.reap_stale_runs", queue="web"), name="reap stale runs"
     )
+    sender.add_periodic_task(  # queued runs whose message a restarted broker lost
+        settings.BENCH_REAPER_INTERVAL_S, sender.signature("bench.requeue_lost_runs", queue="web"),
+        name="requeue lost runs"
+    )

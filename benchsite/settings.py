@@ -114,9 +114,24 @@ else:
 # Web-side queue: stores results, reaps stale runs. One queue per GPU pool: gpu.<pool>.
 BENCH_WEB_QUEUE = "web"
 BENCH_DEFAULT_POOL = env_str("BENCH_DEFAULT_POOL", "cpu")
-# A run whose heartbeat is older than this is failed by the reaper.
-BENCH_HEARTBEAT_TIMEOUT_S = env_int("BENCH_HEARTBEAT_TIMEOUT_S", 300, minimum=30)
+# The GPU worker sends a heartbeat this often; a run whose heartbeat is older than the timeout
+# is failed by the reaper (or re-queued once, with BENCH_REAPER_REQUEUE=1).
+BENCH_HEARTBEAT_INTERVAL_S = env_int("BENCH_HEARTBEAT_INTERVAL_S", 20, minimum=1)
+BENCH_HEARTBEAT_TIMEOUT_S = env_int("BENCH_HEARTBEAT_TIMEOUT_S", 300, minimum=2)
+if BENCH_HEARTBEAT_TIMEOUT_S < 2 * BENCH_HEARTBEAT_INTERVAL_S:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"BENCH_HEARTBEAT_TIMEOUT_S={BENCH_HEARTBEAT_TIMEOUT_S} must be at least twice "
+                               f"BENCH_HEARTBEAT_INTERVAL_S={BENCH_HEARTBEAT_INTERVAL_S}, or a slow beat reaps a live run")
 BENCH_REAPER_INTERVAL_S = env_int("BENCH_REAPER_INTERVAL_S", 60, minimum=1)
+BENCH_REAPER_REQUEUE = env_bool("BENCH_REAPER_REQUEUE", False)
+# A QUEUED run older than this whose message is in no queue (a broker restarted without its
+# data) is sent again by the reaper; the claim is conditional, so a duplicate is harmless.
+BENCH_REQUEUE_LOST_AFTER_S = env_int("BENCH_REQUEUE_LOST_AFTER_S", 600, minimum=1)
+# How long the GPU worker keeps retrying a result while the broker is unreachable.
+BENCH_RESULT_SEND_TIMEOUT_S = env_int("BENCH_RESULT_SEND_TIMEOUT_S", 3600, minimum=1)
+# Between SIGTERM and SIGKILL for an engine left behind by a killed worker (stopped at its next start).
+BENCH_ORPHAN_GRACE_S = env_int("BENCH_ORPHAN_GRACE_S", 10, minimum=0)
 # Where the GPU worker keeps engine logs and probe files before sending them back.
 BENCH_WORK_DIR = Path(env_str("BENCH_WORK_DIR", str(VAR_DIR / "work")))
 # The demo benchmark's model: generated locally by `python -m runners tiny-model`.

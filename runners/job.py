@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Callable
 
 from .analysis import share as comm_share
+from .analysis.evidence import took_effect
 from .build.config import BuildConfig
 from .build.errors import BuildFailure
 from .build.overlay import overlay_env
 from .build.prepare import prepare_engine
+from .envvars import env_float
 from .contract import (BUILD_LOG_ARTIFACT, DECODE_TOK_S, GREEDY_ARTIFACT, ITL_MS_P50, ITL_MS_P90, ITL_MS_P99,
                        TTFT_MS, JobSpec, SpecError, measurement)
 from .engine import Engine, EngineSpec
@@ -23,6 +25,8 @@ from .probes.allreduce import expected_allreduce_calls, measure_allreduce_share,
 from .probes.decode import measure_decode
 
 SERVER_LOG_TAIL_CHARS = 200_000
+# How long a probe waits for the engine's next bytes: a hung engine fails the run this soon.
+PROBE_TIMEOUT_S_DEFAULT = 120.0
 
 
 class JobError(RuntimeError):
@@ -61,7 +65,7 @@ def decode_measurements(decode: dict) -> list[dict]:
     samples = decode["samples"]
     itl = decode["itl_ms"]
     return [
-        measurement(
+        {**measurement(
             DECODE_TOK_S,
             decode["decode_tok_s"],
             samples=[s["decode_tok_s"] for s in samples],
@@ -73,9 +77,13 @@ def decode_measurements(decode: dict) -> list[dict]:
                 "client_itl_ms_mean": decode.get("client_itl_ms_mean"),
                 "server_agreement": decode.get("server_agreement"),
                 "warnings": decode.get("warnings", []),
+                "notes": decode.get("notes", []),
+                "repeats_made": decode.get("repeats_made", len(samples)),
+                "repeats_clean": decode.get("repeats_clean"),
             },
-        ),
-        measurement(TTFT_MS, decode["ttft_ms"], samples=[s["ttft_ms"] for s in samples]),
+        ), "sample_flags": [s.get("flag", "") for s in samples]},
+        {**measurement(TTFT_MS, decode["ttft_ms"], samples=[s["ttft_ms"] for s in samples]),
+         "sample_flags": [s.get("ttft_flag", "") for s in samples]},
         *(measurement(name, itl[p]) for name, p in ((ITL_MS_P50, "p50"), (ITL_MS_P90, "p90"), (ITL_MS_P99, "p99"))),
     ]
 
@@ -88,6 +96,17 @@ def _server_log(engine: Engine | None) -> list[dict]:
     return [{"kind": "server_log", "name": "vllm-serve.log", "content": text}]
 
 
+def _took_effect(engine: Engine | None, spec: dict) -> dict:
+    """Evidence from the engine's own start-up log that each setting of the variant was applied
+    (runners.analysis.evidence); read after the timed decode, so it cannot disturb it."""
+    path = engine.log_path if engine is not None else None
+    if path is None or not Path(path).exists():
+        return {}
+    return took_effect(Path(path).read_text(errors="replace"), engine_args=list(spec.get("engine_args", [])),
+                       engine_env=dict(spec.get("engine_env", {})),
+                       tensor_parallel_size=int(spec.get("tensor_parallel_size", 1)))
+
+
 def _secondary(probe: Callable[[], dict]) -> dict:
     """Run a probe whose failure must not cost the run its decode figures: the error is kept
     in the result (and the measurements it would give are left out)."""
@@ -95,6 +114,19 @@ def _secondary(probe: Callable[[], dict]) -> dict:
         return probe()
     except Exception as exc:  # noqa: BLE001 - reported, not swallowed: it lands in the artifact
         return {"error": f"{type(exc).__name__}: {exc}", "problems": [str(exc)]}
+
+
+def _check_engine_after_probe_error(engine: Engine, settle_s: float = 3.0) -> None:
+    """Raise the engine's EngineError if it died. A stream cut by a dying engine reaches the
+    probe before its guard has finished clearing the group: give the exit a moment to land."""
+    deadline = time.monotonic() + settle_s
+    while engine.running and time.monotonic() < deadline:
+        try:
+            engine.check_alive(health=True)
+            return  # alive and healthy: the probe's own error stands
+        except Exception:  # noqa: BLE001 - unhealthy or exiting: look again until it settles
+            time.sleep(0.2)
+    engine.check_alive()
 
 
 def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda *a, **k: None,
@@ -116,6 +148,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         args += profiler_engine_args(trace_dir)
     engine = None
     comm = profile = None
+    probe_timeout_s = env_float("BENCH_PROBE_TIMEOUT_S", PROBE_TIMEOUT_S_DEFAULT, minimum=0.5)
     prepared = _prepare(spec, work_dir=work_dir, cache_dir=cache_dir, build_config=build_config, report=report)
     build_artifacts = _build_log(prepared.log)
     phase = "starting engine"
@@ -152,16 +185,18 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
                     max_tokens=int(spec["max_tokens"]),
                     repeats=int(spec["repeats"]),
                     warmup=int(spec.get("warmup", 1)),
+                    timeout_s=probe_timeout_s,
                 )
             except Exception:
-                engine.check_alive()  # a dead engine is the real cause: report that instead
+                _check_engine_after_probe_error(engine)  # a dead engine is the real cause: report that
                 raise
             greedy = None
             if "correctness" in probes:
                 phase = "probing correctness"
                 report(phase)
                 greedy = greedy_completion(base_url=engine.base_url, model=engine_spec.served_model_name,
-                                           prompt=spec["prompt"], max_tokens=int(spec["max_tokens"]))
+                                           prompt=spec["prompt"], max_tokens=int(spec["max_tokens"]),
+                                           timeout_s=2.5 * probe_timeout_s)  # 300 s by default
             if "allreduce" in probes:
                 phase = "profiling allreduce"
                 report(phase)
@@ -184,6 +219,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         "run_id": spec.get("run_id"),
         "engine": {"startup_s": round(engine.startup_s, 2), "version": getattr(engine, "version", None)},
         "build": prepared.info,
+        "took_effect": _took_effect(engine, spec),
         "measurements": [
             *decode_measurements(decode),
             *comm_share.share_measurements(decode_tok_s=decode["decode_tok_s"], profile=profile, comm=comm),

@@ -4,39 +4,65 @@ It imports no model and opens no database connection: a GPU host needs only the 
 URL. Everything it learns goes to the web queue as plain JSON messages.
 """
 import logging
+import os
 import socket
 import threading
+import time
 
+from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.exceptions import TimeoutError as ResultTimeout
 from django.conf import settings
 
+from runners.engine import orphans
 from runners.job import JobError, run_job
 
 log = logging.getLogger(__name__)
 
 CLAIM_TIMEOUT_S = 60
-HEARTBEAT_INTERVAL_S = 20
 
 
 class Reporter:
     """Sends phase changes and a periodic heartbeat for one run to the web queue."""
 
-    def __init__(self, app, run_id: int):
-        self.app, self.run_id = app, run_id
+    def __init__(self, app, run_id: int, task_id: str = ""):
+        self.app, self.run_id, self.task_id = app, run_id, task_id
         self.phase = "claimed"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{run_id}", daemon=True)
 
     def send(self, task: str, *args) -> None:
-        self.app.send_task(task, args=[self.run_id, *args], queue=settings.BENCH_WEB_QUEUE)
+        # task_id: the web side ignores messages of an execution that is no longer the run's own
+        self.app.send_task(task, args=[self.run_id, *args], kwargs={"task_id": self.task_id} if self.task_id else {},
+                           queue=settings.BENCH_WEB_QUEUE)
+
+    def send_final(self, task: str, *args) -> None:
+        """A result or failure must arrive: while the broker is away (restart, network), keep
+        trying with backoff for up to BENCH_RESULT_SEND_TIMEOUT_S."""
+        deadline = time.monotonic() + settings.BENCH_RESULT_SEND_TIMEOUT_S
+        attempt = 0
+        while True:
+            try:
+                self.send(task, *args)
+                if attempt:
+                    log.warning("run %s: %s delivered after %d retries", self.run_id, task, attempt)
+                return
+            except Exception as exc:  # kombu OperationalError, redis ConnectionError, socket errors
+                attempt += 1
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("run %s: %s waits for the broker (attempt %d): %s", self.run_id, task, attempt, exc)
+                time.sleep(min(10.0, 0.5 * attempt))
 
     def progress(self, phase: str, state: str | None = None) -> None:
         self.phase = phase
-        self.send("bench.record_progress", phase, state)
+        try:
+            self.send("bench.record_progress", phase, state)
+        except Exception:  # a lost phase message costs a label, not the run; heartbeats go on
+            log.exception("progress of run %s not sent", self.run_id)
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_INTERVAL_S):
+        while not self._stop.wait(settings.BENCH_HEARTBEAT_INTERVAL_S):
             try:
                 self.send("bench.record_progress", self.phase, None)
             except Exception:  # a broker hiccup must not kill the run; the next beat retries
@@ -68,21 +94,39 @@ def execute(task, run_id: int, spec: dict) -> str:
         log.info("run %s was cancelled or taken by another worker: skipped", run_id)
         return "skipped"
     work_dir = settings.BENCH_WORK_DIR / f"run-{run_id}"
-    with Reporter(task.app, run_id) as reporter:
+    with Reporter(task.app, run_id, task.request.id or "") as reporter:
         try:
             result = run_job(spec, work_dir=work_dir, report=reporter.progress)
         except JobError as exc:
             message, kind = str(exc), exc.failure_kind
             if isinstance(exc.__cause__, SoftTimeLimitExceeded):
                 message, kind = f"time limit reached (the engine was stopped) during {message}", "timeout"
-            reporter.send("bench.record_failure", message, exc.artifacts, kind, exc.build)
+            reporter.send_final("bench.record_failure", message, exc.artifacts, kind, exc.build)
             return "failed"
         except SoftTimeLimitExceeded:
-            reporter.send("bench.record_failure", f"time limit reached during phase {reporter.phase!r}", [], "timeout")
+            reporter.send_final("bench.record_failure", f"time limit reached during phase {reporter.phase!r}", [],
+                                "timeout")
             return "failed"
         except Exception as exc:  # a bug in a probe must still end the run with a reason
             log.exception("run %s crashed", run_id)
-            reporter.send("bench.record_failure", f"worker error: {type(exc).__name__}: {exc}", [], "worker")
+            reporter.send_final("bench.record_failure", f"worker error: {type(exc).__name__}: {exc}", [], "worker")
             return "failed"
-        reporter.send("bench.record_result", result)
+        reporter.send_final("bench.record_result", result)
     return "succeeded"
+
+
+@signals.worker_init.connect
+def _record_engines(**kwargs) -> None:
+    """Engines started by this worker's processes leave a record (runners/engine/orphans.py)."""
+    os.environ.setdefault(orphans.RECORD_DIR_ENV, str(settings.BENCH_WORK_DIR / "engines"))
+
+
+@signals.worker_ready.connect
+def _reap_orphaned_engines(sender=None, **kwargs) -> None:
+    """A GPU worker starting after a kill stops the engines its dead predecessor left behind, so
+    that the next run has the GPU (or CPU) to itself."""
+    queues = sender.app.amqp.queues.consume_from if sender is not None else {}
+    if not any(name.startswith("gpu.") for name in queues):
+        return
+    for record in orphans.orphans_reap(grace_s=settings.BENCH_ORPHAN_GRACE_S, log=log.warning):
+        log.warning("orphaned engine group %s handled (%s processes were running)", record["pgid"], record["members"])

@@ -47,6 +47,7 @@ def _variants_with_latest() -> QuerySet[Variant]:
         latest_run_id=Subquery(latest_run.values("id")[:1]),
         latest_run_state=Subquery(latest_run.values("state")[:1]),
         latest_decode_run_id=Subquery(latest_good.values("id")[:1]),
+        latest_took_effect=Subquery(latest_good.values("took_effect")[:1]),
     ).annotate(latest_decode_tok_s=Subquery(decode_of.values("value")[:1]))
 
 
@@ -114,6 +115,7 @@ def benchmark_chart(*, benchmark: Benchmark, metric: str = DEFAULT_CHART_METRIC)
                 "value": m.value,
                 "ci_low": m.ci_low,
                 "ci_high": m.ci_high,
+                "flagged_samples": sum(1 for flag in (m.sample_flags or []) if flag),
                 "commit": run.commit,
                 "ref": run.ref,
                 "build_path": run.build.path if run.build else "",
@@ -140,7 +142,22 @@ def run_queryset() -> QuerySet[Run]:
 
 
 def run_measurements(*, run: Run) -> list[Measurement]:
-    return list(run.measurements.order_by("metric"))
+    """The run's measurements, each with `.clean_samples` and `.flagged` ({flag: count}): a repeat
+    the probe flagged (held back, burst) is never shown or used as a sample."""
+    measurements = list(run.measurements.order_by("metric"))
+    for m in measurements:
+        m.clean_samples, m.flagged = split_samples(m)
+    return measurements
+
+
+def split_samples(m: Measurement) -> tuple[list, dict]:
+    """(clean samples, {flag: count}); flags that do not line up with the samples flag nothing."""
+    flags = m.sample_flags if len(m.sample_flags or []) == len(m.samples or []) else [""] * len(m.samples or [])
+    flagged: dict[str, int] = {}
+    for flag in flags:
+        if flag:
+            flagged[flag] = flagged.get(flag, 0) + 1
+    return [s for s, flag in zip(m.samples or [], flags) if not flag], flagged
 
 
 def run_log_tail(*, run: Run, lines: int = LOG_TAIL_LINES) -> tuple[Artifact | None, str]:
@@ -212,7 +229,9 @@ def run_status(*, run: Run) -> dict:
                 "direction": m.direction,
                 "ci_low": m.ci_low,
                 "ci_high": m.ci_high,
-                "samples": m.samples,
+                "samples": m.clean_samples,
+                "all_samples": m.samples,
+                "sample_flags": m.sample_flags,
                 "details": m.details,
             }
             for m in run_measurements(run=run)

@@ -136,14 +136,25 @@ def run_claim(*, run_id: int, task_id: str, worker_host: str) -> bool:
     return claimed == 1
 
 
-def run_progress(*, run_id: int, phase: str, state: str | None = None) -> None:
-    """Heartbeat and phase from the worker; ignored once the run is final."""
+def run_progress(*, run_id: int, phase: str, state: str | None = None, task_id: str = "") -> None:
+    """Heartbeat and phase from the worker; ignored once the run is final, or when it comes from
+    an execution that is no longer the run's (`task_id`, sent by current workers)."""
     changes = {"phase": phase[:100], "heartbeat_at": timezone.now()}
     if state is not None:
         if state not in Run.ACTIVE_STATES:
             raise ValueError(f"a worker cannot move a run to {state}")
         changes["state"] = state
-    Run.objects.filter(id=run_id, state__in=Run.ACTIVE_STATES).update(**changes)
+    runs = Run.objects.filter(id=run_id, state__in=Run.ACTIVE_STATES)
+    (runs.filter(task_id=task_id) if task_id else runs).update(**changes)
+
+
+def _stale_execution(run: Run, task_id: str) -> bool:
+    """A message of an execution the run no longer belongs to (re-queued after a lost worker)."""
+    if task_id and run.task_id and task_id != run.task_id:
+        log.warning("message for run %s from task %s ignored: the run belongs to task %s", run.id, task_id,
+                    run.task_id)
+        return True
+    return False
 
 
 def _store_artifacts(run: Run, artifacts: list[dict]) -> None:
@@ -152,6 +163,15 @@ def _store_artifacts(run: Run, artifacts: list[dict]) -> None:
         if len(content) > MAX_ARTIFACT_CHARS:
             content = "[... truncated ...]\n" + content[-MAX_ARTIFACT_CHARS:]
         Artifact.objects.create(run=run, kind=artifact["kind"], name=artifact["name"][:200], content=content)
+
+
+def _sample_flags(m: dict) -> list[str]:
+    """The probe's flag per repeat ('' clean, else why it stays out of every statistic); flags that
+    do not line up with the samples are dropped (an older worker sends none)."""
+    flags, samples = m.get("sample_flags"), m.get("samples", [])
+    if not isinstance(flags, list) or len(flags) != len(samples):
+        return []
+    return [str(f or "")[:40] for f in flags]
 
 
 def _record_build(run: Run, build: dict | None) -> None:
@@ -178,12 +198,14 @@ def _record_build(run: Run, build: dict | None) -> None:
     run.save(update_fields=["build", "commit"])
 
 
-def run_complete(*, run_id: int, result: dict) -> bool:
+def run_complete(*, run_id: int, result: dict, task_id: str = "") -> bool:
     """Store a worker's result and finish the run; False if the run was no longer active."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run_id)
         if run.state not in Run.ACTIVE_STATES:
             log.warning("result for run %s ignored: it is %s", run_id, run.state)
+            return False
+        if _stale_execution(run, task_id):
             return False
         for m in result.get("measurements", []):
             Measurement.objects.update_or_create(
@@ -194,6 +216,7 @@ def run_complete(*, run_id: int, result: dict) -> bool:
                     "unit": m.get("unit", ""),
                     "direction": m.get("direction", Measurement.Direction.NONE),
                     "samples": m.get("samples", []),
+                    "sample_flags": _sample_flags(m),
                     "ci_low": m.get("ci_low"),
                     "ci_high": m.get("ci_high"),
                     "details": m.get("details", {}),
@@ -204,7 +227,8 @@ def run_complete(*, run_id: int, result: dict) -> bool:
         run.state = Run.State.SUCCEEDED
         run.phase = "done"
         run.finished_at = run.heartbeat_at = timezone.now()
-        run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at"])
+        run.took_effect = result.get("took_effect") if isinstance(result.get("took_effect"), dict) else {}
+        run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at", "took_effect"])
     correctness_judge(run=run)
     runs_compare_comm_ab(run=run)
     transaction.on_commit(partial(run_finished.send, sender=Run, run_id=run.id))
@@ -212,13 +236,15 @@ def run_complete(*, run_id: int, result: dict) -> bool:
 
 
 def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None, failure_kind: str = "",
-             build: dict | None = None) -> bool:
+             build: dict | None = None, task_id: str = "") -> bool:
     """Fail a run that is not final yet, keeping what the worker sent (its log tail above all),
     where it failed (`failure_kind`, one of contract.FAILURE_KINDS) and what it had built."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run_id)
         if run.is_final:
             log.warning("failure for run %s ignored: it is %s (%s)", run_id, run.state, error[:200])
+            return False
+        if _stale_execution(run, task_id):
             return False
         _store_artifacts(run, artifacts or [])
         _record_build(run, build)
@@ -247,7 +273,8 @@ def run_cancel(*, run: Run) -> bool:
 
 
 def runs_reap_stale(*, now=None) -> int:
-    """Fail active runs whose worker stopped sending heartbeats (killed worker, lost host)."""
+    """Fail active runs whose worker stopped sending heartbeats (killed worker, lost host); with
+    BENCH_REAPER_REQUEUE, a run on its first attempt is queued again instead."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.BENCH_HEARTBEAT_TIMEOUT_S)
     reaped = 0
@@ -257,8 +284,50 @@ def runs_reap_stale(*, now=None) -> int:
             f"no heartbeat from worker {run.worker_host or '?'} for {age} s during phase "
             f"{run.phase!r}: the worker or its host was lost"
         )
+        if settings.BENCH_REAPER_REQUEUE and run_requeue(run_id=run.id, reason=message, cutoff=cutoff):
+            reaped += 1
+            continue
         reaped += run_fail(run_id=run.id, error=message, failure_kind=Run.FailureKind.WORKER)
     return reaped
+
+
+def run_requeue(*, run_id: int, reason: str, cutoff) -> bool:
+    """Put a run whose worker was lost back in the queue, once (`attempts`); a message from the
+    lost execution is ignored afterwards (its task id is no longer the run's)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(id=run_id)
+        if run.state not in Run.ACTIVE_STATES or run.attempts > 1 or not run.heartbeat_at or run.heartbeat_at >= cutoff:
+            return False
+        log.warning("run %s re-queued: %s", run.id, reason)
+        Run.objects.filter(id=run.id).update(
+            state=Run.State.QUEUED, attempts=run.attempts + 1, task_id="", worker_host="", started_at=None,
+            heartbeat_at=None, phase=f"re-queued: {reason}"[:100])
+        transaction.on_commit(partial(enqueue_run, run.id))
+    return True
+
+
+def runs_requeue_lost(*, now=None) -> int:
+    """Send again the QUEUED runs whose message the broker no longer holds (a Redis restarted
+    without its data). The database is the source of truth; the claim is conditional, so a
+    message that was in flight after all only costs a skipped duplicate."""
+    from benchsite.celery import app
+
+    from .broker import live_task_ids
+
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.BENCH_REQUEUE_LOST_AFTER_S)
+    waiting = list(Run.objects.filter(state=Run.State.QUEUED, created_at__lt=cutoff).select_related("benchmark"))
+    if not waiting:
+        return 0
+    live = live_task_ids(app.conf.broker_url, {run.benchmark.queue for run in waiting})
+    if live is None:
+        return 0
+    lost = [run for run in waiting if run.task_id not in live]
+    for run in lost:
+        log.warning("run %s is QUEUED but its message %s is gone from the broker: sent again", run.id,
+                    run.task_id or "(none)")
+        if Run.objects.filter(id=run.id, state=Run.State.QUEUED, task_id=run.task_id).update(task_id=""):
+            enqueue_run(run.id)
+    return len(lost)
 
 
 def variant_create(*, benchmark: Benchmark, name: str, flags=(), env=None, is_reference=False) -> Variant:

@@ -53,7 +53,7 @@ from typing import Callable
 
 import httpx
 
-from runners.engine import guard
+from runners.engine import guard, orphans
 from runners.engine.args import EngineSpec, default_vllm_command, has_flag
 from runners.engine.cpu import cpu_thread_binding, is_cpu_build
 from runners.engine.guard import describe_rc, group_alive, signal_group, wait_group_gone
@@ -112,6 +112,7 @@ class Engine:
         self.log_path: Path | None = None
         self.returncode: int | None = None
         self._stop_lock = threading.Lock()
+        self._record: Path | None = None  # orphans.py: found at the worker's next start if we die
 
     # ----------------------------------------------------------------- composition
     def _cpu(self) -> bool:
@@ -218,6 +219,7 @@ class Engine:
                 close_fds=True,
             )
         self.pgid = self.proc.pid  # start_new_session: the guard leads the group
+        self._record = orphans.engine_recorded(pgid=self.pgid, command=self.command)
         _live_engines.add(self)
 
     def _wait_healthy(self, t0: float) -> None:
@@ -318,6 +320,7 @@ class Engine:
                     # so; give it a moment so that os.killpg(pgid, 0) agrees with us.
                     wait_group_gone(pgid, 3.0, count_zombies=True)
                 self.pgid = None
+                orphans.engine_forgotten(self._record)
                 _live_engines.discard(self)
 
     def _terminate_group(self, proc: subprocess.Popen, pgid: int) -> None:

@@ -1,0 +1,39 @@
+"""The service under faults: a private Redis, real workers with beat, the fake-engine benchmark."""
+import pytest
+
+from tests.conftest import _database_url
+
+from .harness import FaultWorkers, PrivateRedis, fault_benchmark, point_app_at, restore_app
+from .scenarios import Service
+
+
+def _service(tmp_path, transactional_db, extra_env=None, visibility_timeout_s=3600):
+    from django.db import connection
+
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    env = {"BENCH_VISIBILITY_TIMEOUT_S": str(visibility_timeout_s), **(extra_env or {})}
+    workers = FaultWorkers(redis.url, _database_url(connection.settings_dict), tmp_path, extra_env=env)
+    saved = point_app_at(redis.url, visibility_timeout_s)
+    return Service(redis=redis, workers=workers, benchmark=fault_benchmark(tmp_path / "gate")), saved
+
+
+@pytest.fixture
+def service(tmp_path, transactional_db):
+    svc, saved = _service(tmp_path, transactional_db)
+    svc.workers.start_service()
+    yield svc
+    svc.workers.stop()
+    restore_app(saved)
+    svc.redis.kill()
+
+
+@pytest.fixture
+def short_visibility_service(tmp_path, transactional_db):
+    """Redis makes an unacknowledged message visible again after 3 s (production: 6 h)."""
+    svc, saved = _service(tmp_path, transactional_db, visibility_timeout_s=3)
+    svc.workers.start_service()
+    yield svc
+    svc.workers.stop()
+    restore_app(saved)
+    svc.redis.kill()

@@ -1,0 +1,208 @@
+"""The fault-injection harness shared by tests/faults and benchmarks/faults.py: a private Redis
+that can be killed and restarted, real Celery workers (web with beat, GPU) that can be killed,
+and a benchmark whose variants drive the fake engine (fake_engine.py: a real process group).
+
+Nothing here touches the shared Redis or PostgreSQL: faults are injected into our own copies.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT, Workers, _die_with_parent
+
+FAKE_ENGINE = Path(__file__).resolve().parent / "fake_engine.py"
+
+# Short clocks so that each fault plays out in seconds (production: 20 s beats, 300 s timeout).
+FAULT_ENV = {
+    "BENCH_VLLM_COMMAND": f"{sys.executable} {FAKE_ENGINE}",
+    "BENCH_ENGINE_CPU": "0",
+    "BENCH_HEARTBEAT_INTERVAL_S": "1",
+    "BENCH_HEARTBEAT_TIMEOUT_S": "4",
+    "BENCH_REAPER_INTERVAL_S": "1",
+    "BENCH_PROBE_TIMEOUT_S": "2",
+    "BENCH_REQUEUE_LOST_AFTER_S": "2",
+    "BENCH_ORPHAN_GRACE_S": "2",
+    "BENCH_ENGINE_GUARD_GRACE_S": "2",
+    "BENCH_RESULT_SEND_TIMEOUT_S": "120",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrivateRedis:
+    """A redis-server of our own, without persistence: a restart loses every message, like a
+    broker host that was replaced."""
+
+    def __init__(self, work_dir: Path):
+        self.port = free_port()
+        self.dir = work_dir / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.proc: subprocess.Popen | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        log = open(self.dir / "redis.log", "ab")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.dir)], stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"private redis on port {self.port} did not start: {(self.dir / 'redis.log').read_text()}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+class FaultWorkers(Workers):
+    """The service's workers with the fault clocks, the fake engine and, on the web worker,
+    the real beat (reaper and re-queue of lost runs)."""
+
+    def __init__(self, broker_url: str, database_url: str, log_dir: Path, extra_env: dict | None = None):
+        super().__init__(broker_url, database_url, log_dir, pool="cpu")
+        self.env.update(FAULT_ENV)
+        self.env.update(extra_env or {})
+        self.work_dir = log_dir / "work"
+        self.engine_pids = log_dir / "engine-pids"
+        self.env["FAKE_ENGINE_PIDS"] = str(self.engine_pids)
+
+    def start(self, name: str, queues: str, beat: bool = False) -> None:
+        log = open(self.log_dir / f"worker-{name}.log", "ab")
+        cmd = [sys.executable, "-m", "celery", "-A", "benchsite", "worker", "-Q", queues, "-c", "1",
+               "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
+        if beat:
+            cmd += ["-B", "--schedule", str(self.log_dir / "beat-schedule")]
+        self.procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True, preexec_fn=_die_with_parent)
+
+    def start_service(self) -> None:
+        self.start("web", "web", beat=True)
+        self.start("gpu", "gpu.cpu")
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the worker's whole process group (main process and pool child)."""
+        os.killpg(self.procs[name].pid, signal.SIGKILL)
+        self.procs[name].wait(timeout=10)
+
+    def engine_records(self) -> list[dict]:
+        directory = self.work_dir / "engines"
+        return [json.loads(p.read_text()) for p in sorted(directory.glob("engine-*.json"))] if directory.is_dir() else []
+
+    def last_engine_pid(self) -> int | None:
+        lines = self.engine_pids.read_text().split() if self.engine_pids.exists() else []
+        return int(lines[-1]) if lines else None
+
+    def stop(self) -> None:
+        super().stop()
+        self._kill_leftover_engines()
+
+    def _kill_leftover_engines(self) -> None:
+        """A failed scenario may leave a fake engine behind: never let it outlive the test."""
+        pids = self.engine_pids.read_text().split() if self.engine_pids.exists() else []
+        for pid in map(int, pids):
+            if process_alive(pid):
+                try:
+                    os.killpg(os.getpgid(pid), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def ready(self, name: str) -> bool:
+        return " ready." in self.log(name)
+
+
+def group_alive(pgid: int) -> bool:
+    from runners.engine.guard import group_alive as alive
+
+    return alive(pgid)
+
+
+def process_alive(pid: int) -> bool:
+    """True while PID runs (a zombie waiting for its parent holds nothing and counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:].split()[0] != "Z"
+
+
+def wait_until(predicate, timeout_s: float, what: str, explain=None, interval_s: float = 0.2):
+    """Poll PREDICATE; return (value, seconds taken) or raise AssertionError with EXPLAIN()."""
+    t0 = time.monotonic()
+    while True:
+        value = predicate()
+        if value:
+            return value, time.monotonic() - t0
+        if time.monotonic() - t0 > timeout_s:
+            message = f"timed out after {timeout_s:.0f} s waiting for {what}"
+            raise AssertionError(f"{message}\n{explain()}" if explain else message)
+        time.sleep(interval_s)
+
+
+def fault_benchmark(gate: Path):
+    """A benchmark on the fake engine; each variant is one behaviour (its env reaches the engine)."""
+    from benchsite.bench import services
+    from benchsite.bench.models import Benchmark
+
+    benchmark = Benchmark.objects.create(
+        name="faults", slug="faults", model="/nonexistent/fault-model", gpu_pool="cpu", prompt="fault",
+        max_tokens=8, repeats=1, warmup=1, startup_timeout_s=30, time_limit_s=120)
+    variants = {
+        "ok": {},
+        "slow": {"FAKE_ENGINE_TOKEN_S": "0.5"},  # ~4 s per request: a run that stays RUNNING ~10 s
+        "hang": {"FAKE_ENGINE_MODE": "hang"},
+        "exit": {"FAKE_ENGINE_MODE": "exit"},
+        "gated": {"FAKE_ENGINE_GATE": str(gate)},  # the correctness answer waits for this file
+    }
+    for name, env in variants.items():
+        services.variant_create(benchmark=benchmark, name=name, env=env)
+    return benchmark
+
+
+def point_app_at(broker_url: str, visibility_timeout_s: int = 3600):
+    """This process's Celery app (it enqueues and revokes) on the private broker; returns the
+    previous settings for restore_app()."""
+    from benchsite.celery import app
+    from tests.conftest import _point_app_at
+
+    saved = app.conf.broker_url, app.conf.result_backend, app.conf.broker_transport_options
+    _set_backend(app, broker_url)
+    _point_app_at(app, broker_url, broker_url, {"visibility_timeout": visibility_timeout_s})
+    return saved
+
+
+def _set_backend(app, url: str) -> None:
+    # conf reads the Django-namespaced name first: set both, then forget the built backend
+    app.conf.CELERY_RESULT_BACKEND = app.conf.result_backend = url
+    backend = app._local.__dict__.pop("backend", None)
+    consumer = getattr(backend, "result_consumer", None)
+    if consumer is not None and getattr(consumer, "_pubsub", None) is not None:
+        consumer._pubsub.close()  # else it keeps reconnecting to a Redis that is gone
+
+
+def restore_app(saved) -> None:
+    from benchsite.celery import app
+    from tests.conftest import _point_app_at
+
+    _set_backend(app, saved[1])
+    _point_app_at(app, *saved)

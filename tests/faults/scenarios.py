@@ -1,0 +1,164 @@
+"""Each fault, injected for real and followed until the service has recovered.
+
+A scenario takes the running service (`Service`: private Redis, real workers, the fault
+benchmark), injects its fault, checks every run is accounted for and returns its figures:
+{"name", "injected", "survived", "runs_lost", "recovery_s", "details"}. A check that fails
+raises AssertionError with the workers' logs (the tests fail; benchmarks/faults.py reports
+survived=false). The tests in this folder add their own assertions on top.
+"""
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+
+from .harness import FaultWorkers, PrivateRedis, group_alive, process_alive, wait_until
+
+
+@dataclass
+class Service:
+    redis: PrivateRedis
+    workers: FaultWorkers
+    benchmark: object  # bench.models.Benchmark
+
+    def trigger(self, variant: str):
+        from benchsite.bench import services
+        from benchsite.bench.models import Run
+
+        [run] = services.runs_trigger(benchmark=self.benchmark, trigger=Run.Trigger.API,
+                                      variants=[self.benchmark.variants.get(name=variant)])
+        return run
+
+    def run(self, run_id: int):
+        from benchsite.bench.models import Run
+
+        return Run.objects.get(id=run_id)
+
+    def wait_run(self, run_id: int, predicate, timeout_s: float, what: str):
+        return wait_until(lambda: (lambda r: r if predicate(r) else None)(self.run(run_id)), timeout_s, what,
+                          explain=self.workers.tails)
+
+    def wait_final(self, run_id: int, timeout_s: float = 60):
+        return self.wait_run(run_id, lambda r: r.is_final, timeout_s, f"run {run_id} to end")
+
+    def wait_engine_record(self, timeout_s: float = 30) -> dict:
+        records, _ = wait_until(self.workers.engine_records, timeout_s, "an engine record",
+                                explain=self.workers.tails)
+        return records[0]
+
+    def lost(self, run_ids) -> int:
+        """Runs that are neither final nor on their way (a run left QUEUED or RUNNING for good)."""
+        return sum(not self.run(i).is_final for i in run_ids)
+
+
+def _result(name: str, runs_lost: int, recovery_s: float, **details) -> dict:
+    return {"name": name, "injected": 1, "survived": runs_lost == 0, "runs_lost": runs_lost,
+            "recovery_s": round(recovery_s, 2), "details": details}
+
+
+def worker_sigkill(svc: Service) -> dict:
+    """SIGKILL the GPU worker and its engine guard mid-decode: the reaper fails the run with the
+    reason; the orphaned engine is stopped at the worker's next start."""
+    run = svc.trigger("slow")
+    svc.wait_run(run.id, lambda r: r.phase == "probing decode", 60, "the run to decode")
+    record = svc.wait_engine_record()
+    pgid = record["pgid"]
+    svc.workers.kill("gpu")
+    os.kill(pgid, signal.SIGKILL)  # the guard too: a whole-tree kill, the engine is orphaned
+    t0 = time.monotonic()
+    time.sleep(1)
+    assert group_alive(pgid), "the engine should outlive its guard here: nothing to reap"
+    failed, _ = svc.wait_run(run.id, lambda r: r.is_final, 30, "the reaper to fail the run")
+    reaped_s = time.monotonic() - t0
+    svc.workers.start("gpu", "gpu.cpu")
+    _, orphan_s = wait_until(lambda: not group_alive(pgid), 30, "the orphaned engine to be stopped",
+                             explain=svc.workers.tails)
+    after = svc.trigger("ok")  # the next run has the machine to itself
+    done, _ = svc.wait_final(after.id)
+    assert done.state == "SUCCEEDED", done.error
+    return _result("worker_sigkill", svc.lost([run.id, after.id]), reaped_s, state=failed.state,
+                   error=failed.error, failure_kind=failed.failure_kind, orphan_stopped_s=round(orphan_s, 2))
+
+
+def engine_fault(svc: Service, mode: str) -> dict:
+    """The engine stops sending tokens (hang) or dies mid-stream (exit): the probe's deadline or
+    the dead stream fails the run with the engine's last log lines, and the engine is stopped."""
+    run = svc.trigger(mode)
+    svc.wait_run(run.id, lambda r: r.state != "QUEUED", 60, "the run to start")
+    t0 = time.monotonic()
+    failed, _ = svc.wait_final(run.id, 60)
+    recovery_s = time.monotonic() - t0
+    pid = svc.workers.last_engine_pid()
+    assert pid is not None, "the fake engine never started"
+    wait_until(lambda: not process_alive(pid), 15, "the engine to be gone", explain=svc.workers.tails)
+    assert not svc.workers.engine_records(), "the engine's record outlived it"
+    return _result(f"engine_{mode}", svc.lost([run.id]), recovery_s, state=failed.state, error=failed.error,
+                   failure_kind=failed.failure_kind)
+
+
+def redis_restart(svc: Service, gate) -> dict:
+    """Kill the broker (no persistence: every message is lost) while one run finishes and another
+    waits in the queue, then start it again: the result arrives, the lost run is sent again."""
+    first = svc.trigger("gated")
+    waiting = svc.trigger("ok")  # behind it in gpu.cpu: the worker runs one job at a time
+    svc.wait_run(first.id, lambda r: r.phase == "probing correctness", 60, "the first run to reach correctness")
+    svc.redis.kill()
+    gate.touch()  # the engine answers now; the worker's result meets a dead broker
+    wait_until(lambda: "waits for the broker" in svc.workers.log("gpu"), 60, "the result to wait for the broker",
+               explain=svc.workers.tails)
+    time.sleep(1)
+    svc.redis.start()
+    t0 = time.monotonic()
+    done, _ = svc.wait_final(first.id, 60)
+    requeued, _ = svc.wait_final(waiting.id, 60)
+    recovery_s = time.monotonic() - t0
+    assert done.state == "SUCCEEDED", done.error
+    assert requeued.state == "SUCCEEDED", requeued.error
+    return _result("redis_restart", svc.lost([first.id, waiting.id]), recovery_s, first=done.state,
+                   requeued=requeued.state)
+
+
+def duplicate_delivery(svc: Service) -> dict:
+    """The same task (same id) delivered to a second worker after the visibility timeout, as
+    Redis does with acks_late: the run executes once. Needs BENCH_VISIBILITY_TIMEOUT_S short."""
+    run = svc.trigger("slow")
+    claimed, _ = svc.wait_run(run.id, lambda r: r.phase == "probing decode", 60, "the run to decode")
+    time.sleep(4)  # past the visibility timeout: the unacknowledged message is visible again
+    t0 = time.monotonic()
+    svc.workers.start("gpu2", "gpu.cpu")  # restores visible messages as it starts
+    wait_until(lambda: f"[{claimed.task_id}] received" in svc.workers.log("gpu2"), 60,
+               "the second worker to receive the same task", explain=svc.workers.tails)
+    wait_until(lambda: "skipped" in svc.workers.log("gpu2"), 60, "the duplicate to be skipped",
+               explain=svc.workers.tails)
+    skipped_s = time.monotonic() - t0
+    done, _ = svc.wait_final(run.id, 60)
+    engine_log = (svc.workers.work_dir / f"run-{run.id}" / "vllm-serve.log").read_text()
+    starts = engine_log.count("# engine command:")
+    assert starts == 1, f"the engine was started {starts} times for one run"
+    assert done.state == "SUCCEEDED", done.error
+    return _result("duplicate_delivery", svc.lost([run.id]), skipped_s, executions=starts, task_id=claimed.task_id)
+
+
+def cancel_running(svc: Service) -> dict:
+    """Cancel a RUNNING run: its engine group is gone within 30 s and a late result cannot bring
+    the run back."""
+    from benchsite.bench import services
+    from benchsite.celery import app
+
+    run = svc.trigger("slow")
+    svc.wait_run(run.id, lambda r: r.phase == "probing decode", 60, "the run to decode")
+    pgid = svc.wait_engine_record()["pgid"]
+    t0 = time.monotonic()
+    assert services.run_cancel(run=svc.run(run.id))
+    _, gone_s = wait_until(lambda: not group_alive(pgid), 30, "the engine group to be gone after cancel",
+                           explain=svc.workers.tails)
+    late = {"measurements": [{"metric": "decode_tok_s", "value": 123.0, "unit": "tok/s", "direction": "higher"}]}
+    revive = app.send_task("bench.record_progress", args=[run.id, "probing decode", "RUNNING"], queue="web").id
+    result = app.send_task("bench.record_result", args=[run.id, late], queue="web").id
+    for task_id in (revive, result):  # the web worker's own account of each message
+        wait_until(lambda: f"[{task_id}] succeeded" in svc.workers.log("web"), 30, "the late message to be handled",
+                   explain=svc.workers.tails)
+    assert re.search(rf"\[{result}\] succeeded in [0-9.e-]+s: False", svc.workers.log("web")), "result accepted"
+    after = svc.run(run.id)
+    assert after.state == "CANCELLED" and not after.measurements.exists(), (after.state, after.error)
+    return _result("cancel_running", 0, time.monotonic() - t0, engine_gone_s=round(gone_s, 2), state=after.state)

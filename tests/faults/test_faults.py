@@ -1,0 +1,57 @@
+"""Faults injected for real: a private Redis killed and restarted, Celery workers killed with
+SIGKILL, engines that hang or die, a task delivered twice, a run cancelled while it runs.
+
+The engine is the fake one (tests/faults/fake_engine.py, a real process group started by the
+real GPU worker): what is under test is our handling, not vLLM. test_real_engine.py does the
+worker kill once with a real `vllm serve`."""
+import pytest
+
+from . import scenarios
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
+
+
+def test_a_worker_killed_mid_run_is_reaped_with_the_reason_and_its_orphaned_engine_stopped(service):
+    figures = scenarios.worker_sigkill(service)
+    assert figures["details"]["state"] == "FAILED"
+    assert figures["details"]["failure_kind"] == "worker"
+    assert "no heartbeat from worker" in figures["details"]["error"]
+    assert "'probing decode'" in figures["details"]["error"]
+    # BENCH_HEARTBEAT_TIMEOUT_S=4, reaper every 1 s: bounded well under the 30 s allowed
+    assert figures["recovery_s"] < 15
+    assert "stopping orphaned engine group" in service.workers.log("gpu")
+
+
+def test_a_hung_engine_fails_the_run_at_the_probe_deadline_with_its_last_log_lines(service):
+    figures = scenarios.engine_fault(service, "hang")
+    error = figures["details"]["error"]
+    assert figures["details"]["state"] == "FAILED"
+    assert "probing decode: timeout" in error and "within 2 s" in error  # BENCH_PROBE_TIMEOUT_S=2
+    assert "fake engine: stopped sending tokens after 3 (planted hang)" in error
+
+
+def test_an_engine_dying_mid_stream_fails_the_run_with_its_exit_and_last_log_lines(service):
+    figures = scenarios.engine_fault(service, "exit")
+    error = figures["details"]["error"]
+    assert figures["details"]["failure_kind"] == "engine"
+    assert "engine exited with code 3" in error
+    assert "CUDA error: an illegal memory access was encountered (planted)" in error
+
+
+def test_a_redis_restart_loses_no_run(service):
+    figures = scenarios.redis_restart(service, service.workers.log_dir / "gate")
+    assert figures["runs_lost"] == 0
+    gpu_log = service.workers.log("gpu")
+    assert "bench.record_result delivered after" in gpu_log  # it really met the dead broker
+    assert "is QUEUED but its message" in service.workers.log("web")  # re-sent from the database
+
+
+def test_the_same_task_delivered_twice_executes_once(short_visibility_service):
+    figures = scenarios.duplicate_delivery(short_visibility_service)
+    assert figures["details"]["executions"] == 1
+
+
+def test_cancelling_a_running_run_stops_its_engine_and_a_late_result_cannot_revive_it(service):
+    figures = scenarios.cancel_running(service)
+    assert figures["details"]["engine_gone_s"] < 30
+    assert figures["details"]["state"] == "CANCELLED"
