@@ -1,0 +1,103 @@
+"""Inject every fault of tests/faults for real and print what the service survived.
+
+    python benchmarks/faults.py            # a table, with each fault's evidence
+    python benchmarks/faults.py --json     # {"faults": [{"name", "injected", "survived", "runs_lost", "recovery_s"}]}
+
+Each fault gets a fresh private Redis and fresh Celery workers (web with beat, GPU) against a
+database of its own (a temporary SQLite file unless --database-url is given), and the fake
+engine (tests/faults/fake_engine.py, a real process group). Nothing shared is touched.
+recovery_s: worker_sigkill, from the kill to the run failed with the reason; engine_hang/exit,
+from the run starting to it failing; redis_restart, from Redis back to both runs final;
+duplicate_delivery, from the second worker's start to the duplicate skipped; cancel_running,
+from the cancel to the late messages refused (the engine group itself goes sooner).
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FAULTS = ("worker_sigkill", "engine_hang", "engine_exit", "redis_restart", "duplicate_delivery", "cancel_running")
+
+
+def _setup_django(database_url: str) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def _run_one(name: str, base: Path, database_url: str) -> dict:
+    from benchsite.bench.models import Benchmark, Run
+    from tests.faults import scenarios
+    from tests.faults.harness import FaultWorkers, PrivateRedis, fault_benchmark, point_app_at, restore_app
+
+    work = base / name
+    work.mkdir(parents=True)
+    Benchmark.objects.filter(slug="faults").delete()
+    visibility = 3 if name == "duplicate_delivery" else 3600
+    redis = PrivateRedis(work)
+    redis.start()
+    workers = FaultWorkers(redis.url, database_url, work, extra_env={"BENCH_VISIBILITY_TIMEOUT_S": str(visibility)})
+    saved = point_app_at(redis.url, visibility)
+    svc = scenarios.Service(redis=redis, workers=workers, benchmark=fault_benchmark(work / "gate"))
+    workers.start_service()
+    t0 = time.monotonic()
+    try:
+        if name.startswith("engine_"):
+            figures = scenarios.engine_fault(svc, name.removeprefix("engine_"))
+        elif name == "redis_restart":
+            figures = scenarios.redis_restart(svc, work / "gate")
+        else:
+            figures = getattr(scenarios, name)(svc)
+    except AssertionError as exc:
+        time.sleep(2)
+        lost = Run.objects.filter(benchmark=svc.benchmark).exclude(state__in=Run.FINAL_STATES).count()
+        figures = {"name": name, "injected": 1, "survived": False, "runs_lost": lost, "recovery_s": None,
+                   "details": {"error": str(exc)[:2000]}}
+    finally:
+        workers.stop()
+        restore_app(saved)
+        redis.kill()
+    figures["details"]["scenario_s"] = round(time.monotonic() - t0, 1)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print only the JSON figures")
+    parser.add_argument("--only", default=",".join(FAULTS), help=f"comma-separated subset of {','.join(FAULTS)}")
+    parser.add_argument("--database-url", default="", help="default: a temporary SQLite file")
+    args = parser.parse_args()
+    chosen = [f.strip() for f in args.only.split(",") if f.strip()]
+    unknown = sorted(set(chosen) - set(FAULTS))
+    if unknown:
+        parser.error(f"unknown faults {unknown}; choose from {list(FAULTS)}")
+    with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
+        base = Path(tmp)
+        database_url = args.database_url or f"sqlite:///{base / 'faults.sqlite3'}"
+        _setup_django(database_url)
+        results = [_run_one(name, base, database_url) for name in chosen]
+    if args.json:
+        keys = ("name", "injected", "survived", "runs_lost", "recovery_s")
+        print(json.dumps({"faults": [{k: r[k] for k in keys} for r in results]}))
+    else:
+        print(f"{'fault':<20} {'injected':>8} {'survived':>8} {'runs lost':>9} {'recovery s':>10}")
+        for r in results:
+            print(f"{r['name']:<20} {r['injected']:>8} {str(r['survived']):>8} {r['runs_lost']:>9} "
+                  f"{r['recovery_s'] if r['recovery_s'] is not None else '-':>10}")
+            for key, value in r["details"].items():
+                print(f"    {key}: {str(value).splitlines()[0][:160] if value else value}")
+    return 0 if all(r["survived"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
