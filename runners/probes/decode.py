@@ -443,7 +443,11 @@ def _summary(runs: list[dict], used: list[dict], warnings: list[str], **request)
     """The result dict: statistics over USED, pooled ITL percentiles, the first repeat's output."""
     tok_s = [r["decode_tok_s"] for r in used]
     itl_pool = [x for r in used for x in r["itl_s"]]
-    ttft_used = [r for r in used if not r["ttft_flag"]] or used
+    ttft_used = [r for r in used if not r["ttft_flag"]]
+    if not ttft_used:
+        ttft_used = used
+        warnings.append("every repeat's first chunk was held back: the TTFT includes the hold (a server or "
+                        "proxy without TCP_NODELAY?), it is not the engine's")
     first = runs[0]
     identical = _outputs_identical(runs)
     if not identical:

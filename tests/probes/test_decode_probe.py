@@ -390,6 +390,8 @@ def test_held_back_start_without_tcp_nodelay(token_server):
     for sample, truth in zip(result["samples"], truths):
         assert sample["flag"] or rel(sample["decode_tok_s"], truth) < 0.05
     assert rel(result["decode_tok_s"], stats.median(truths)) < 0.02
+    if all(s["ttft_flag"] for s in result["samples"]):  # the TTFT is late by the hold: said so
+        assert any("TTFT includes the hold" in w for w in result["warnings"])
 
 
 def test_too_few_clean_repeats_brings_extra_ones(token_server):
