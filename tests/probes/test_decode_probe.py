@@ -157,11 +157,14 @@ def test_usage_only_final_chunk_is_not_a_token(token_server):
     sc = dict(cadence_ms=3, k=1, tag="usage-only")
     result = measure_decode(base_url=token_server.url(**sc), model=MODEL, prompt="hi", max_tokens=10, repeats=1,
                             warmup=0)
-    (record,) = token_server.log(**sc)
-    assert record["usage_only_sent"] is True
-    assert result["samples"][0]["n_tokens"] == 10
-    assert result["samples"][0]["chunks"] == 10  # the usage-only chunk did not count as an arrival
-    assert result["itl_ms"]["n"] == 9
+    log = token_server.log(**sc)
+    assert len(log) == result["repeats_made"] and all(record["usage_only_sent"] for record in log)
+    sample = result["samples"][0]
+    assert sample["n_tokens"] == 10
+    assert sample["chunks"] == 10  # the usage-only chunk did not count as an arrival
+    # 9 gaps between 10 token chunks, fewer only when a jittery start or end was left out
+    clean = [s for s in result["samples"] if not s["flag"]]
+    assert result["itl_ms"]["n"] == sum((s["held_back"] or {"window_tokens": 9})["window_tokens"] for s in clean)
 
 
 def test_counts_with_usage_deltas_when_token_ids_are_absent(token_server):
