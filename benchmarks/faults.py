@@ -48,14 +48,12 @@ def _run_one(name: str, base: Path, database_url: str) -> dict:
     redis.start()
     workers = FaultWorkers(redis.url, database_url, work, extra_env={"BENCH_VISIBILITY_TIMEOUT_S": str(visibility)})
     saved = point_app_at(redis.url, visibility)
-    svc = scenarios.Service(redis=redis, workers=workers, benchmark=fault_benchmark(work / "gate"))
+    svc = scenarios.Service(redis=redis, workers=workers, benchmark=fault_benchmark(work / "gate"), gate=work / "gate")
     workers.start_service()
     t0 = time.monotonic()
     try:
         if name.startswith("engine_"):
             figures = scenarios.engine_fault(svc, name.removeprefix("engine_"))
-        elif name == "redis_restart":
-            figures = scenarios.redis_restart(svc, work / "gate")
         else:
             figures = getattr(scenarios, name)(svc)
     except AssertionError as exc:

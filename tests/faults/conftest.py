@@ -15,7 +15,8 @@ def _service(tmp_path, transactional_db, extra_env=None, visibility_timeout_s=36
     env = {"BENCH_VISIBILITY_TIMEOUT_S": str(visibility_timeout_s), **(extra_env or {})}
     workers = FaultWorkers(redis.url, _database_url(connection.settings_dict), tmp_path, extra_env=env)
     saved = point_app_at(redis.url, visibility_timeout_s)
-    return Service(redis=redis, workers=workers, benchmark=fault_benchmark(tmp_path / "gate")), saved
+    gate = tmp_path / "gate"
+    return Service(redis=redis, workers=workers, benchmark=fault_benchmark(gate), gate=gate), saved
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ Its behaviour comes from its environment (a variant's `env` reaches it through t
   FAKE_ENGINE_MODE        ok | hang (stop sending tokens mid-stream) | exit (die mid-stream)
   FAKE_ENGINE_AFTER       tokens sent before hang/exit (default 3)
   FAKE_ENGINE_TOKEN_S     seconds between tokens (default 0.01)
-  FAKE_ENGINE_GATE        a file: the non-streamed (correctness) answer waits until it exists
+  FAKE_ENGINE_GATE        a file: the server starts listening (is healthy) once it exists
   FAKE_ENGINE_PIDS        a file: the server appends its pid there once listening
 Standard library only.
 """
@@ -82,8 +82,6 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _complete(self, n: int) -> None:
-        while GATE and not Path(GATE).exists():
-            time.sleep(0.05)
         ids = [100 + i for i in range(n)]
         choice = {"index": 0, "text": "".join(f" t{i}" for i in range(n)), "token_ids": ids, "finish_reason": "length",
                   "logprobs": {"tokens": [f"token_id:{t}" for t in ids], "token_logprobs": [-0.1] * n,
@@ -93,6 +91,10 @@ class Handler(BaseHTTPRequestHandler):
 
 def main(argv: list[str]) -> None:
     host, port = argv[argv.index("--host") + 1], int(argv[argv.index("--port") + 1])
+    if GATE:
+        log(f"waiting for {GATE}")
+    while GATE and not Path(GATE).exists():
+        time.sleep(0.05)
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     if os.environ.get("FAKE_ENGINE_PIDS"):

@@ -82,7 +82,11 @@ class FaultWorkers(Workers):
     def __init__(self, broker_url: str, database_url: str, log_dir: Path, extra_env: dict | None = None):
         super().__init__(broker_url, database_url, log_dir, pool="cpu")
         self.env.update(FAULT_ENV)
-        self.env.update(extra_env or {})
+        for key, value in (extra_env or {}).items():  # None: leave the variable unset (the real engine)
+            if value is None:
+                self.env.pop(key, None)
+            else:
+                self.env[key] = value
         self.work_dir = log_dir / "work"
         self.engine_pids = log_dir / "engine-pids"
         self.env["FAKE_ENGINE_PIDS"] = str(self.engine_pids)
@@ -166,13 +170,13 @@ def fault_benchmark(gate: Path):
 
     benchmark = Benchmark.objects.create(
         name="faults", slug="faults", model="/nonexistent/fault-model", gpu_pool="cpu", prompt="fault",
-        max_tokens=8, repeats=1, warmup=1, startup_timeout_s=30, time_limit_s=120)
+        max_tokens=8, repeats=1, warmup=1, startup_timeout_s=90, time_limit_s=180)
     variants = {
         "ok": {},
         "slow": {"FAKE_ENGINE_TOKEN_S": "0.5"},  # ~4 s per request: a run that stays RUNNING ~10 s
         "hang": {"FAKE_ENGINE_MODE": "hang"},
         "exit": {"FAKE_ENGINE_MODE": "exit"},
-        "gated": {"FAKE_ENGINE_GATE": str(gate)},  # the correctness answer waits for this file
+        "gated": {"FAKE_ENGINE_GATE": str(gate)},  # the engine starts once this file exists
     }
     for name, env in variants.items():
         services.variant_create(benchmark=benchmark, name=name, env=env)

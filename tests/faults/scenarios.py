@@ -11,6 +11,7 @@ import re
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from .harness import FaultWorkers, PrivateRedis, group_alive, process_alive, wait_until
 
@@ -20,6 +21,7 @@ class Service:
     redis: PrivateRedis
     workers: FaultWorkers
     benchmark: object  # bench.models.Benchmark
+    gate: Path  # the "gated" variant's engine answers its correctness request once this file exists
 
     def trigger(self, variant: str):
         from benchsite.bench import services
@@ -96,14 +98,15 @@ def engine_fault(svc: Service, mode: str) -> dict:
                    failure_kind=failed.failure_kind)
 
 
-def redis_restart(svc: Service, gate) -> dict:
+def redis_restart(svc: Service) -> dict:
     """Kill the broker (no persistence: every message is lost) while one run finishes and another
     waits in the queue, then start it again: the result arrives, the lost run is sent again."""
     first = svc.trigger("gated")
     waiting = svc.trigger("ok")  # behind it in gpu.cpu: the worker runs one job at a time
-    svc.wait_run(first.id, lambda r: r.phase == "probing correctness", 60, "the first run to reach correctness")
+    svc.wait_run(first.id, lambda r: r.phase == "starting engine", 60, "the first run to start its engine")
+    svc.wait_engine_record()
     svc.redis.kill()
-    gate.touch()  # the engine answers now; the worker's result meets a dead broker
+    svc.gate.touch()  # the engine starts now and the run ends; the worker's result meets a dead broker
     wait_until(lambda: "waits for the broker" in svc.workers.log("gpu"), 60, "the result to wait for the broker",
                explain=svc.workers.tails)
     time.sleep(1)
@@ -121,8 +124,8 @@ def redis_restart(svc: Service, gate) -> dict:
 def duplicate_delivery(svc: Service) -> dict:
     """The same task (same id) delivered to a second worker after the visibility timeout, as
     Redis does with acks_late: the run executes once. Needs BENCH_VISIBILITY_TIMEOUT_S short."""
-    run = svc.trigger("slow")
-    claimed, _ = svc.wait_run(run.id, lambda r: r.phase == "probing decode", 60, "the run to decode")
+    run = svc.trigger("gated")  # its engine starts when we open the gate: the task stays unacked till then
+    claimed, _ = svc.wait_run(run.id, lambda r: r.phase == "starting engine", 60, "the run to start its engine")
     time.sleep(4)  # past the visibility timeout: the unacknowledged message is visible again
     t0 = time.monotonic()
     svc.workers.start("gpu2", "gpu.cpu")  # restores visible messages as it starts
@@ -131,6 +134,7 @@ def duplicate_delivery(svc: Service) -> dict:
     wait_until(lambda: "skipped" in svc.workers.log("gpu2"), 60, "the duplicate to be skipped",
                explain=svc.workers.tails)
     skipped_s = time.monotonic() - t0
+    svc.gate.touch()
     done, _ = svc.wait_final(run.id, 60)
     engine_log = (svc.workers.work_dir / f"run-{run.id}" / "vllm-serve.log").read_text()
     starts = engine_log.count("# engine command:")

@@ -39,7 +39,7 @@ def test_an_engine_dying_mid_stream_fails_the_run_with_its_exit_and_last_log_lin
 
 
 def test_a_redis_restart_loses_no_run(service):
-    figures = scenarios.redis_restart(service, service.workers.log_dir / "gate")
+    figures = scenarios.redis_restart(service)
     assert figures["runs_lost"] == 0
     gpu_log = service.workers.log("gpu")
     assert "bench.record_result delivered after" in gpu_log  # it really met the dead broker
