@@ -1,0 +1,103 @@
+"""Web-queue messages are checked before anything is stored (a bad one is logged and dropped),
+and the optional re-queue of a run whose worker was lost happens once, after which the lost
+execution's messages are ignored."""
+import logging
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from benchsite.bench import services, tasks
+from benchsite.bench.messages import MAX_MESSAGE_CHARS
+from benchsite.bench.models import Benchmark, Run
+
+pytestmark = pytest.mark.django_db
+
+GOOD = {"measurements": [{"metric": "decode_tok_s", "value": 50.0, "unit": "tok/s", "direction": "higher"}]}
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    calls = []
+
+    class Result:
+        def __init__(self):
+            self.id = f"task-{len(calls)}"
+
+    def send_task(name, args=None, **options):
+        calls.append((name, args, options))
+        return Result()
+
+    from benchsite.celery import app
+
+    monkeypatch.setattr(app, "send_task", send_task)
+    return calls
+
+
+@pytest.fixture
+def running(sent, django_capture_on_commit_callbacks):
+    benchmark = Benchmark.objects.create(name="m", slug="m", model="/models/m")
+    services.variant_create(benchmark=benchmark, name="eager")
+    with django_capture_on_commit_callbacks(execute=True):
+        [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API)
+    assert services.run_claim(run_id=run.id, task_id="exec-1", worker_host="gpu-1")
+    return Run.objects.get(id=run.id)
+
+
+@pytest.mark.parametrize("args, reason", [
+    ((999_999, GOOD), "unknown run 999999"),
+    (("1", GOOD), "run id '1' is not an integer"),
+    ((None, GOOD), "run id None is not an integer"),
+    ("RUN", "measurement 0 value is 'fast', not a finite number"),
+    ("NAN", "measurement 0 value is nan, not a finite number"),
+    ("LIST", "the result is not an object"),
+    ("HUGE", f"(limit {MAX_MESSAGE_CHARS})"),
+])
+def test_a_bad_result_message_is_logged_and_dropped(running, caplog, args, reason):
+    bad_values = {
+        "RUN": (running.id, {"measurements": [{"metric": "decode_tok_s", "value": "fast"}]}),
+        "NAN": (running.id, {"measurements": [{"metric": "decode_tok_s", "value": float("nan")}]}),
+        "LIST": (running.id, ["not", "a", "dict"]),
+        "HUGE": (running.id, {"artifacts": [{"kind": "server_log", "name": "x", "content": "x" * (MAX_MESSAGE_CHARS + 1)}]}),
+    }
+    args = bad_values[args] if isinstance(args, str) else args
+    with caplog.at_level(logging.WARNING, logger="benchsite.bench.messages"):
+        assert tasks.record_result(*args) is None
+    assert reason in caplog.text and "dropped a bad record_result message" in caplog.text
+    running.refresh_from_db()
+    assert running.state == Run.State.BUILDING and not running.measurements.exists()
+
+
+def test_bad_progress_and_failure_messages_are_dropped(running, caplog):
+    with caplog.at_level(logging.WARNING, logger="benchsite.bench.messages"):
+        assert tasks.record_progress(running.id, "x" * 101) is None
+        assert tasks.record_progress(running.id, "probing", "SUCCEEDED") is None  # a worker cannot finish a run so
+        assert tasks.record_failure(running.id, {"not": "text"}) is None
+        assert tasks.record_failure(running.id, "boom", [{"kind": "server_log"}]) is None
+        assert tasks.claim_run(running.id, 42, "host") is None
+        assert tasks.record_result(running.id) is None  # missing argument
+    assert caplog.text.count("dropped a bad") == 6
+    running.refresh_from_db()
+    assert running.state == Run.State.BUILDING and running.phase == "claimed" and running.error == ""
+    assert tasks.record_result(running.id, GOOD, task_id="exec-1") is True  # a good one still lands
+
+
+def test_the_reaper_requeues_a_lost_run_once_then_fails_it(running, sent, settings, django_capture_on_commit_callbacks):
+    settings.BENCH_REAPER_REQUEUE = True
+    settings.BENCH_HEARTBEAT_TIMEOUT_S = 60
+    Run.objects.filter(id=running.id).update(heartbeat_at=timezone.now() - timedelta(seconds=90))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.runs_reap_stale() == 1
+    run = Run.objects.get(id=running.id)
+    assert run.state == Run.State.QUEUED and run.attempts == 2 and run.phase.startswith("re-queued: no heartbeat")
+    assert sent[-1][0] == "bench.execute_run" and run.task_id == f"task-{len(sent)}"
+    # the lost execution comes back to life: its messages no longer count
+    assert services.run_claim(run_id=run.id, task_id=run.task_id, worker_host="gpu-2")
+    assert services.run_complete(run_id=run.id, result=GOOD, task_id="exec-1") is False
+    services.run_progress(run_id=run.id, phase="from the lost one", task_id="exec-1")
+    assert Run.objects.get(id=run.id).phase == "claimed"
+    # the second loss fails it, with the reason
+    Run.objects.filter(id=run.id).update(heartbeat_at=timezone.now() - timedelta(seconds=90))
+    assert services.runs_reap_stale() == 1
+    run = Run.objects.get(id=run.id)
+    assert run.state == Run.State.FAILED and "no heartbeat from worker gpu-2" in run.error
