@@ -32,7 +32,8 @@ def _nearby(existing: list[ChangePoint], points: list[Point], index: int) -> Cha
 
 
 def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> tuple[ChangePoint, bool]:
-    """Store one detected change point (`found`: edivisive.ChangePoint); (row, created)."""
+    """Store one detected change point (`found`: edivisive.ChangePoint); (row, needs a
+    confirmation): new, or moved to another commit after its re-run disagreed."""
     key = series_key(run)
     after_run, before_run = points[found.index].run, points[found.index - 1].run
     fields = {"index": found.index, "before": found.before, "after": found.after, "change": found.change,
@@ -40,12 +41,18 @@ def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> 
     existing = list(ChangePoint.objects.filter(series_key=key, metric=metric))
     match = _nearby(existing, points, found.index)
     if match is not None:
-        if match.status == ChangePoint.Status.OPEN and not match.confirmation:
+        moved = match.run_id != after_run.id
+        reopen = moved and match.confirmation == ChangePoint.Confirmation.DISAGREED
+        if match.status == ChangePoint.Status.OPEN and (not match.confirmation or reopen):
+            # Found early, a change sits a point or two off (the last segment needs MIN_SIZE
+            # points); when its re-run at the wrong commit disagreed, the right commit gets its own.
             fields.update(run=after_run, previous_run=before_run, commit=after_run.commit,
                           previous_commit=before_run.commit)
+            if reopen:
+                fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None)
         ChangePoint.objects.filter(pk=match.pk).update(**fields, updated_at=timezone.now())
         match.refresh_from_db()
-        return match, False
+        return match, reopen
     created = ChangePoint.objects.create(benchmark=run.benchmark, variant=run.variant, series_key=key, metric=metric,
                                          run=after_run, previous_run=before_run, commit=after_run.commit,
                                          previous_commit=before_run.commit, **fields)
@@ -54,7 +61,7 @@ def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> 
 
 def changepoints_detect(*, run: Run) -> list[ChangePoint]:
     """Detect change points in every judged series of `run` (since the last expected change);
-    returns the change points created by this call."""
+    returns those this call created or re-opened (each needs a confirmation)."""
     created = []
     metrics = set(run.measurements.values_list("metric", flat=True)) & set(judged_metrics())
     for metric in sorted(metrics):
