@@ -161,7 +161,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
             report(phase)
             comm = _secondary(lambda: comm_share.comm_latency(
                 tensor_parallel_size=tp, hidden_size=config["hidden_size"], dtype=comm_share.comm_dtype(config, args),
-                env=env, graph="--enforce-eager" not in args,
+                env=env, graph="--enforce-eager" not in args, config=config,
             ))
         phase = "starting engine"
         engine_spec = EngineSpec(

@@ -36,13 +36,47 @@ def comm_dtype(config: dict, engine_args: list[str]) -> str:
     return DTYPE_SHORT.get(name.replace("torch.", ""), "bf16")
 
 
-def comm_latency(*, tensor_parallel_size: int, hidden_size: int, dtype: str, env: dict, graph: bool) -> dict:
-    """One point of the comm probe: an allreduce of one token's hidden state, as decode does it."""
+def comm_latency(*, tensor_parallel_size: int, hidden_size: int, dtype: str, env: dict, graph: bool,
+                 config: dict | None = None) -> dict:
+    """The per-call allreduce cost of a decode step, from the comm probe, before the engine starts.
+
+    With CUDA graphs on GPUs and a model config: the interleaved mode's marginal cost inside a
+    proxy step of the model's own GEMV sizes (it tracks the A/B marginal cost; an allreduce
+    timed alone does not). Otherwise, or when that fails: the plain sweep's point at one
+    token's hidden state (graph or eager), with a note saying why."""
     import os
 
+    proto = env.get("NCCL_PROTO", os.environ.get("NCCL_PROTO", "default"))
+    notes = []
+    if graph and config:
+        try:
+            return _interleaved_point(tensor_parallel_size=tensor_parallel_size, dtype=dtype, proto=proto,
+                                      config=config)
+        except Exception as e:  # noqa: BLE001 - fall back to the plain sweep, and say why
+            notes.append(f"interleaved mode unavailable, plain sweep used: {type(e).__name__}: {str(e)[-500:]}")
+    point = _sweep_point(tensor_parallel_size=tensor_parallel_size, hidden_size=hidden_size, dtype=dtype,
+                         proto=proto, graph=graph)
+    return {**point, "notes": notes + point["notes"]}
+
+
+def _interleaved_point(*, tensor_parallel_size: int, dtype: str, proto: str, config: dict) -> dict:
+    from runners.probes.comm_interleaved import DEFAULT_LAYERS, run_interleaved
+
+    doc = run_interleaved(backend="nccl", world_size=tensor_parallel_size, model_config=config,
+                          layers=DEFAULT_LAYERS, dtype=dtype, protos=[proto], iters=60, warmup=5, graph=True,
+                          timeout_s=300)
+    if not doc["results"]:
+        raise RuntimeError(f"no result: {doc.get('notes')}")
+    row = doc["results"][0]
+    return {"us_per_call": row["us"], "mode": "interleaved", "bytes": row["bytes"], "proto": proto,
+            "backend": doc["backend"], "step_us_with": row["step_us_with"],
+            "step_us_without": row["step_us_without"], "calls": row["calls"], "layers": doc["layers"],
+            "gemv_bytes": doc["gemv_bytes"], "notes": doc.get("notes", [])}
+
+
+def _sweep_point(*, tensor_parallel_size: int, hidden_size: int, dtype: str, proto: str, graph: bool) -> dict:
     from runners.probes.comm import DTYPES, run_sweep
 
-    proto = env.get("NCCL_PROTO", os.environ.get("NCCL_PROTO", "default"))
     size = hidden_size * DTYPES[dtype][1]
     doc = run_sweep(world_size=tensor_parallel_size, sizes=[size], dtype=dtype, protos=[proto],
                     iters=50, warmup=10, graph=graph, timeout_s=300)

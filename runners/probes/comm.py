@@ -141,7 +141,8 @@ def _fmt_bytes(n: int) -> str:
 
 # ---------------------------------------------------------------- the worker (one per rank)
 
-def _worker(rank: int, cfg: dict) -> None:
+def init_rank(rank: int, cfg: dict):
+    """Join the process group as RANK, with NCCL_PROTO set first; returns (device, cuda)."""
     import torch
     import torch.distributed as dist
 
@@ -168,6 +169,14 @@ def _worker(rank: int, cfg: dict) -> None:
         device = torch.device("cpu")
         dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=cfg["world_size"],
                                 timeout=timeout)
+    return device, cuda
+
+
+def _worker(rank: int, cfg: dict) -> None:
+    import torch
+    import torch.distributed as dist
+
+    device, cuda = init_rank(rank, cfg)
     dtype = getattr(torch, cfg["dtype"])
     elem = torch.empty((), dtype=dtype).element_size()
     n = cfg["world_size"]
@@ -277,12 +286,14 @@ def _gloo_supports(dtype_name: str) -> bool:
     return done.returncode == 0
 
 
-def _run_proto(cfg: dict, timeout_s: float) -> list[list[dict]]:
+def run_ranks(cfg: dict, timeout_s: float, target=None) -> list:
+    """Spawn cfg["world_size"] ranks running TARGET(rank, cfg) (default: the sweep's worker);
+    each writes rank<N>.json into cfg["outdir"]; returns their documents in rank order."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="comm-probe-") as outdir:
         cfg = dict(cfg, outdir=outdir, port=free_port())
-        ctx = mp.spawn(_worker, args=(cfg,), nprocs=cfg["world_size"], join=False, start_method="spawn")
+        ctx = mp.spawn(target or _worker, args=(cfg,), nprocs=cfg["world_size"], join=False, start_method="spawn")
         deadline = time.monotonic() + timeout_s
         while not ctx.join(timeout=1.0):
             if time.monotonic() > deadline:
@@ -295,17 +306,11 @@ def _run_proto(cfg: dict, timeout_s: float) -> list[list[dict]]:
         return [json.loads(Path(outdir, f"rank{r}.json").read_text()) for r in range(cfg["world_size"])]
 
 
-def run_sweep(*, backend: str = "auto", world_size: int | None = None, sizes: list[int] | None = None,
-              hidden_size: int = 4096, dtype: str = "bf16", batch: int = 1, max_bytes: int = 16 << 20,
-              protos: list[str] | None = None, iters: int = 100, warmup: int = 10, graph: bool = True,
-              graph_calls: int = 20, timeout_s: float = 600.0) -> dict:
-    """Run the sweep and return the JSON document (see the module docstring)."""
+def resolve_backend(backend: str, world_size: int | None, protos: list[str]) -> tuple[str, int]:
+    """('auto' | 'nccl' | 'gloo', ranks or None) -> the backend and world size to use, or CommError."""
     import torch
     import torch.distributed as dist
 
-    protos = protos or ["default"]
-    if iters < 1 or warmup < 0 or graph_calls < 1:
-        raise CommError("--iters and --graph-calls must be at least 1, --warmup at least 0")
     if backend not in ("auto", "nccl", "gloo"):
         raise CommError(f"unknown backend {backend!r}: choose nccl, gloo or auto")
     cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -322,6 +327,20 @@ def run_sweep(*, backend: str = "auto", world_size: int | None = None, sizes: li
             raise CommError(f"--world-size {world_size} needs {world_size} GPUs, this host has {cuda_count}")
     elif protos != ["default"]:
         raise CommError(f"NCCL_PROTO ({','.join(protos)}) applies to NCCL only; with gloo use --protos default")
+    return backend, world_size
+
+
+def run_sweep(*, backend: str = "auto", world_size: int | None = None, sizes: list[int] | None = None,
+              hidden_size: int = 4096, dtype: str = "bf16", batch: int = 1, max_bytes: int = 16 << 20,
+              protos: list[str] | None = None, iters: int = 100, warmup: int = 10, graph: bool = True,
+              graph_calls: int = 20, timeout_s: float = 600.0) -> dict:
+    """Run the sweep and return the JSON document (see the module docstring)."""
+    import torch
+
+    protos = protos or ["default"]
+    if iters < 1 or warmup < 0 or graph_calls < 1:
+        raise CommError("--iters and --graph-calls must be at least 1, --warmup at least 0")
+    backend, world_size = resolve_backend(backend, world_size, protos)
 
     dtype_name, elem = dtype_info(dtype)
     if sizes is None:
@@ -352,7 +371,7 @@ def run_sweep(*, backend: str = "auto", world_size: int | None = None, sizes: li
                "dtype": dtype_name, "iters": iters, "warmup": warmup, "graph": do_graph,
                "graph_calls": graph_calls, "timeout_s": timeout_s}
         try:
-            per_rank = _run_proto(cfg, timeout_s)
+            per_rank = run_ranks(cfg, timeout_s)
         except Exception as e:  # one protocol's failure (a hang, a crash) must not lose the others
             message = str(e).strip()
             notes.append(f"proto {proto} failed: {type(e).__name__}: {message[-2000:]}")
@@ -374,6 +393,27 @@ def run_sweep(*, backend: str = "auto", world_size: int | None = None, sizes: li
                 "us_p90": round(max(r["us_p90"] for r in rows), 3),
                 "algbw_gbs": round(algbw, 4), "busbw_gbs": round(busbw, 4),
             })
+    doc = host_facts(backend, world_size)
+    doc.update({
+        "dtype": DTYPE_SHORT[dtype_name],
+        "sizes": sizes,
+        "protos": protos,
+        "iters": iters, "warmup": warmup,
+        "graph_calls": graph_calls if do_graph else None,
+        "us_is": "median per call of the slowest rank (max over ranks of each rank's median)",
+        "busbw_factor": factor,
+        "env": nccl_env(),
+        "notes": notes,
+        "elapsed_s": round(time.monotonic() - started, 1),
+        "results": results,
+    })
+    return doc
+
+
+def host_facts(backend: str, world_size: int) -> dict:
+    """The head of a result document: what ran where, and when."""
+    import torch
+
     doc = {
         "backend": backend,
         "world_size": world_size,
@@ -384,22 +424,13 @@ def run_sweep(*, backend: str = "auto", world_size: int | None = None, sizes: li
         v = torch.cuda.nccl.version()
         doc["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
         doc["cuda"] = torch.version.cuda
-    doc.update({
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "host": socket.gethostname(),
-        "dtype": DTYPE_SHORT[dtype_name],
-        "sizes": sizes,
-        "protos": protos,
-        "iters": iters, "warmup": warmup,
-        "graph_calls": graph_calls if do_graph else None,
-        "us_is": "median per call of the slowest rank (max over ranks of each rank's median)",
-        "busbw_factor": factor,
-        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_NCCL"))},
-        "notes": notes,
-        "elapsed_s": round(time.monotonic() - started, 1),
-        "results": results,
-    })
+    doc["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    doc["host"] = socket.gethostname()
     return doc
+
+
+def nccl_env() -> dict:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_NCCL"))}
 
 
 def format_table(doc: dict) -> str:
@@ -414,6 +445,9 @@ def format_table(doc: dict) -> str:
 
 
 def add_arguments(parser):
+    parser.add_argument("--mode", default="sweep", choices=["sweep", "interleaved"],
+                        help="sweep: allreduces alone, per size (default); interleaved: the marginal cost of "
+                             "an allreduce inside a proxy decode step (see runners/probes/comm_interleaved.py)")
     parser.add_argument("--backend", default="auto", choices=["nccl", "gloo", "auto"],
                         help="auto: nccl when enough GPUs are visible, else gloo on CPU")
     parser.add_argument("--world-size", type=int, default=None,
@@ -432,12 +466,56 @@ def add_arguments(parser):
                         help="also time allreduces captured in a CUDA graph (CUDA only; default on)")
     parser.add_argument("--graph-calls", type=int, default=20, help="allreduces captured per graph")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="limit per protocol's processes")
+    parser.add_argument("--layers", type=int, default=8, help="interleaved: layers of the proxy step (default 8)")
+    parser.add_argument("--gemv-mb", default=None,
+                        help="interleaved: comma-separated MiB of weights per GEMV block per GPU, one allreduce "
+                             "each (e.g. 144,144 for two 6144 x 6144 pairs in bf16)")
+    parser.add_argument("--model-config", default=None,
+                        help="interleaved: a config.json (or its directory) giving the hidden size and the "
+                             "attention and MLP blocks per GPU, instead of --hidden-size and --gemv-mb")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
     parser.add_argument("--output", default=None, help="also write the JSON document to this file")
 
 
+def parse_gemv_mb(text: str) -> list[int]:
+    """'144,144' -> bytes per block (MiB, powers of 1024), each positive."""
+    out = []
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        try:
+            mib = float(part)
+        except ValueError:
+            raise CommError(f"bad --gemv-mb entry {part.strip()!r}: give MiB per block, e.g. 144,144") from None
+        if not math.isfinite(mib) or mib <= 0:
+            raise CommError(f"bad --gemv-mb entry {part.strip()!r}: must be a positive number of MiB")
+        out.append(int(mib * (1 << 20)))
+    if not out:
+        raise CommError("--gemv-mb is empty")
+    return out
+
+
+def _interleaved_doc(args) -> dict:
+    from runners.probes.comm_interleaved import load_config, run_interleaved
+
+    if args.sizes is not None:
+        raise CommError("--sizes belongs to the sweep; the interleaved mode allreduces the hidden state")
+    config = load_config(args.model_config) if args.model_config else None
+    if config is None and args.gemv_mb is None:
+        raise CommError("--mode interleaved needs --gemv-mb or --model-config")
+    return run_interleaved(backend=args.backend, world_size=args.world_size, hidden_size=args.hidden_size,
+                           gemv_bytes=parse_gemv_mb(args.gemv_mb) if config is None else None,
+                           model_config=config, layers=args.layers, dtype=args.dtype, batch=args.batch,
+                           protos=parse_protos(args.protos), iters=args.iters, warmup=args.warmup,
+                           graph=args.graph, timeout_s=args.timeout_s)
+
+
 def main(args) -> int:
     try:
+        if args.mode == "interleaved":
+            from runners.probes.comm_interleaved import format_table as format_interleaved
+            doc = _interleaved_doc(args)
+            return _emit(doc, args, format_interleaved)
         sizes = None
         if args.sizes is not None:
             sizes = [parse_bytes(p) for p in args.sizes.split(",") if p.strip()]
@@ -451,10 +529,14 @@ def main(args) -> int:
     except CommError as e:
         print(f"comm: error: {e}", file=sys.stderr)
         return 2
+    return _emit(doc, args, format_table)
+
+
+def _emit(doc: dict, args, formatter) -> int:
     text = json.dumps(doc, indent=2)
     if args.output:
         Path(args.output).write_text(text + "\n")
-    print(text if args.json else format_table(doc))
+    print(text if args.json else formatter(doc))
     failed = [n for n in doc["notes"] if " failed" in n]
     for n in failed:
         print(f"comm: {n}", file=sys.stderr)

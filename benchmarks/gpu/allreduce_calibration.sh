@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Issue 8 item 2 in one device call (nvidia-h200-x2): the synthetic TP=2 step's A/B marginal
+# cost per allreduce, the interleaved comm probe's prediction (a proxy of a few layers), the
+# plain sweep's isolated figure, and the Llama-8B-shaped prediction of the real vLLM ladder's
+# Simple-vs-LL cost; then a table. Results under $OUT (or /tmp/calib).
+#   bash benchmarks/gpu/allreduce_calibration.sh
+set -uo pipefail
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+O=${OUT:-/tmp/calib}; mkdir -p "$O"
+P="default,LL,LL128,Simple"
+COMM="python3 -m runners comm --backend nccl --world-size 2 --protos $P"
+nvidia-smi --query-gpu=name,memory.used,clocks.sm,clocks.mem --format=csv,noheader
+t0=$(date +%s)
+python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 --protos $P --out "$O/ab.json"
+$COMM --mode interleaved --hidden-size 6144 --gemv-mb 144,144 --layers 8 --iters 100 --output "$O/il8.json"
+$COMM --mode interleaved --hidden-size 6144 --gemv-mb 144,144 --layers 2 --iters 100 --output "$O/il2.json"
+$COMM --sizes 12K --iters 200 --output "$O/sweep.json" >/dev/null
+python3 -m runners comm --backend nccl --world-size 2 --protos default,LL,Simple --mode interleaved \
+    --model-config benchmarks/gpu/llama-8b-config.json --iters 100 --output "$O/il-llama8b.json"
+echo "measurements took $(( $(date +%s) - t0 )) s"
+python3 benchmarks/gpu/allreduce_calibration.py "$O"
