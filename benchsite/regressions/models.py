@@ -143,3 +143,61 @@ class Alert(models.Model):
 
     def __str__(self):
         return f"alert {self.pk} {self.state}"
+
+
+class Bisection(models.Model):
+    """A binary search over the first-parent commits between a good and a bad commit."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        FOUND = "found"
+        UNDECIDABLE = "undecidable"
+        FAILED = "failed"
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="bisections")
+    variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="bisections")
+    metric = models.CharField(max_length=100)
+    change_point = models.ForeignKey(ChangePoint, on_delete=models.SET_NULL, null=True, blank=True,
+                                     related_name="bisections")
+    branch = models.CharField(max_length=250)
+    good_commit = models.CharField(max_length=64)
+    bad_commit = models.CharField(max_length=64)
+    commits = models.JSONField(default=list, help_text="First-parent commits after good, oldest first, ending with bad.")
+    good_level = models.FloatField(null=True, blank=True)
+    bad_level = models.FloatField(null=True, blank=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.RUNNING)
+    first_bad = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    started_by = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"bisection {self.pk} {self.good_commit[:10]}..{self.bad_commit[:10]} {self.state}"
+
+
+class BisectStep(models.Model):
+    class Role(models.TextChoices):
+        GOOD_END = "good_end", "measure the good end"
+        BAD_END = "bad_end", "measure the bad end"
+        PROBE = "probe"
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending"
+        GOOD = "good"
+        BAD = "bad"
+        SKIP = "skip"
+
+    bisection = models.ForeignKey(Bisection, on_delete=models.CASCADE, related_name="steps")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.PROBE)
+    commit = models.CharField(max_length=64)
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="bisect_steps")
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.PENDING)
+    value = models.FloatField(null=True, blank=True)
+    note = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]

@@ -1,11 +1,14 @@
-"""What happens to a finished run: verdicts, change points of its series, confirmation, alerts."""
+"""What happens to a finished run: a bisection step moves its bisection on; any other run gets
+verdicts, change points of its series, a confirmation re-run, alerts, and a bisection once a
+regression is confirmed."""
 from benchsite.bench.models import Run
 from runners import contract
 
+from .bisection import bisect_steps_record, bisection_for_change
 from .changepoints import changepoints_detect
 from .confirm import (changepoint_confirm, changepoint_from_verdict, changepoint_incorrect_output,
                       confirmations_resolve)
-from .models import ChangePoint, Verdict
+from .models import BisectStep, ChangePoint, Verdict
 from .verdicts import verdicts_compute
 
 
@@ -21,16 +24,26 @@ def _new_change_points(run: Run, verdicts: list[Verdict], is_confirmation: bool)
     return [cp for cp in new if cp is not None]
 
 
-def run_judge(*, run_id: int) -> None:
-    run = Run.objects.select_related("benchmark__engine_source", "variant").get(id=run_id)
-    is_confirmation = ChangePoint.objects.filter(confirm_run=run).exists()
-    if is_confirmation:
-        confirmations_resolve(run=run)
+def _confirm_new(run: Run, is_confirmation: bool) -> list[ChangePoint]:
+    """Verdicts, detection and confirmation; returns the change points confirmed now."""
+    confirmed = [cp for cp in confirmations_resolve(run=run) if cp.status == ChangePoint.Status.CONFIRMED] \
+        if is_confirmation else []
     if run.state != Run.State.SUCCEEDED:
-        return
+        return confirmed
     verdicts = verdicts_compute(run=run)
-    created = _new_change_points(run, verdicts, is_confirmation)
-    created += changepoints_detect(run=run)
-    for change_point in created:
+    for change_point in _new_change_points(run, verdicts, is_confirmation) + changepoints_detect(run=run):
         if change_point.is_regression:
             changepoint_confirm(change_point=change_point)
+            if change_point.status == ChangePoint.Status.CONFIRMED:
+                confirmed.append(change_point)
+    return confirmed
+
+
+def run_judge(*, run_id: int) -> None:
+    run = Run.objects.select_related("benchmark__engine_source", "variant").get(id=run_id)
+    if BisectStep.objects.filter(run=run).exists():
+        bisect_steps_record(run=run)
+        return
+    is_confirmation = ChangePoint.objects.filter(confirm_run=run).exists()
+    for change_point in _confirm_new(run, is_confirmation):
+        bisection_for_change(change_point=change_point)

@@ -1,5 +1,5 @@
 """Reads for pages and JSON: verdicts of a run, marks for the charts, change points of a benchmark."""
-from .models import ChangePoint, Verdict
+from .models import Bisection, ChangePoint, Verdict
 
 
 def run_verdicts(*, run) -> list[Verdict]:
@@ -24,3 +24,8 @@ def chart_marks(*, benchmark, metric: str) -> dict:
 def benchmark_change_points(*, benchmark, limit: int = 50) -> list[ChangePoint]:
     return list(ChangePoint.objects.filter(benchmark=benchmark).select_related("variant", "run", "confirm_run")
                 .order_by("-run__created_at", "-id")[:limit])
+
+
+def benchmark_bisections(*, benchmark, limit: int = 10) -> list[Bisection]:
+    return list(Bisection.objects.filter(benchmark=benchmark).select_related("variant")
+                .prefetch_related("steps__run").order_by("-created_at", "-id")[:limit])

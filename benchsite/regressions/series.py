@@ -37,6 +37,7 @@ def _same_series_runs(run: Run):
     return (Run.objects.filter(benchmark_id=run.benchmark_id, variant_id=run.variant_id, state=Run.State.SUCCEEDED,
                                worker_host=run.worker_host)
             .exclude(Exists(incorrect))
+            .exclude(bisect_steps__isnull=False)  # old commits run late: not part of the timeline
             .order_by("created_at", "id"))
 
 

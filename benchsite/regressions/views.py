@@ -9,6 +9,7 @@ from benchsite.bench.models import Benchmark
 from runners import contract
 
 from . import selectors
+from .bisection import BisectError, bisection_start
 from .changepoints import MarkError, changepoint_mark
 from .models import ChangePoint
 
@@ -19,6 +20,8 @@ def benchmark_changes(request, slug):
     return render(request, "regressions/benchmark_changes.html", {
         "benchmark": benchmark, "change_points": selectors.benchmark_change_points(benchmark=benchmark),
         "statuses": [ChangePoint.Status.EXPECTED, ChangePoint.Status.FALSE_ALARM, ChangePoint.Status.OPEN],
+        "bisections": selectors.benchmark_bisections(benchmark=benchmark),
+        "variants": benchmark.variants.order_by("position"),
     })
 
 
@@ -42,3 +45,23 @@ def change_point_mark(request, pk):
     else:
         messages.success(request, f"change point #{pk} marked {change_point.get_status_display()}")
     return redirect("regressions:changes", change_point.benchmark.slug)
+
+
+@login_required
+@require_POST
+def bisection_create(request, slug):
+    """Start a bisection by hand between two commits of the benchmark's repository."""
+    benchmark = get_object_or_404(Benchmark, slug=slug)
+    variant = benchmark.variants.filter(pk=request.POST.get("variant") or 0).first()
+    if variant is None:
+        messages.error(request, "choose a variant of this benchmark")
+        return redirect("regressions:changes", slug)
+    try:
+        bisection = bisection_start(benchmark=benchmark, variant=variant, good=request.POST.get("good", "").strip(),
+                                    bad=request.POST.get("bad", "").strip(), branch=request.POST.get("branch", "").strip(),
+                                    metric=request.POST.get("metric") or contract.DECODE_TOK_S, user=request.user)
+    except BisectError as exc:
+        messages.error(request, f"bisection not started: {exc}")
+    else:
+        messages.success(request, f"bisection #{bisection.pk} started over {len(bisection.commits)} commits")
+    return redirect("regressions:changes", slug)

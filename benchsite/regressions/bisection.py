@@ -1,0 +1,159 @@
+"""Automatic bisection: queue runs on commits between a good and a bad one until the first bad
+commit is found. A run that failed (build, engine) or gave a wrong output is a skip, never slow.
+
+Each step's figure is judged against the two ends' levels: nearer the bad level is bad. The
+levels come from the change point (before/after) or, for a bisection started by hand, from a
+run of each end queued first."""
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from benchsite.bench.models import Benchmark, EngineSource, Measurement, Run, Variant
+from benchsite.bench.services import TriggerError, runs_trigger
+from runners import contract
+
+from .bisect_search import next_step
+from .gitrange import RangeError, first_parent_range
+from .models import BisectStep, Bisection, ChangePoint
+from .samples import run_figure
+
+log = logging.getLogger(__name__)
+
+
+class BisectError(ValueError):
+    """A bisection cannot start as asked (the message says why); nothing is scheduled."""
+
+
+def _run_commit(bisection: Bisection, commit: str, role: str) -> BisectStep:
+    try:
+        # Bench has no 'bisect' trigger kind; the BisectStep row records why the run exists.
+        (run,) = runs_trigger(benchmark=bisection.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[bisection.variant],
+                              commit=commit, ref=commit)
+    except TriggerError as exc:
+        raise BisectError(str(exc)) from None
+    return BisectStep.objects.create(bisection=bisection, role=role, commit=commit, run=run)
+
+
+def _source(benchmark: Benchmark) -> EngineSource:
+    source = benchmark.engine_source
+    if source is None or source.kind != EngineSource.Kind.GIT or not source.repo_url:
+        raise BisectError(f"benchmark {benchmark.name!r} does not build its engine from a git repository")
+    return source
+
+
+def bisection_start(*, benchmark: Benchmark, variant: Variant, good: str, bad: str, branch: str = "",
+                    metric: str = contract.DECODE_TOK_S, change_point: ChangePoint | None = None,
+                    good_level: float | None = None, bad_level: float | None = None, user=None) -> Bisection:
+    """Resolve the range and queue the first runs. Raises BisectError (and schedules nothing) for
+    a benchmark without a repository, unrelated commits, a range off the branch or a
+    repository that cannot be fetched."""
+    if variant.benchmark_id != benchmark.id:
+        raise BisectError(f"variant {variant.name!r} does not belong to {benchmark.name!r}")
+    if metric not in contract.METRICS or contract.METRICS[metric].direction == "none":
+        raise BisectError(f"metric {metric!r} has no better direction to bisect on")
+    source = _source(benchmark)
+    branch = branch or source.default_ref or "main"
+    try:
+        good_sha, commits = first_parent_range(repo_url=source.repo_url, branch=branch, good=good, bad=bad)
+    except RangeError as exc:
+        raise BisectError(str(exc)) from None
+    with transaction.atomic():
+        bisection = Bisection.objects.create(
+            benchmark=benchmark, variant=variant, metric=metric, change_point=change_point, branch=branch,
+            good_commit=good_sha, bad_commit=commits[-1], commits=commits,
+            good_level=good_level, bad_level=bad_level,
+            started_by=user.get_username() if user is not None and user.is_authenticated else "")
+        if good_level is None or bad_level is None:
+            _run_commit(bisection, good_sha, BisectStep.Role.GOOD_END)
+            _run_commit(bisection, commits[-1], BisectStep.Role.BAD_END)
+        else:
+            bisection_advance(bisection=bisection)
+    return bisection
+
+
+def _finish(bisection: Bisection, state: str, message: str, first_bad: str = "") -> None:
+    bisection.state, bisection.message, bisection.first_bad = state, message, first_bad
+    bisection.save(update_fields=["state", "message", "first_bad"])
+
+
+def _levels_known(bisection: Bisection) -> bool:
+    if bisection.good_level is not None and bisection.bad_level is not None:
+        return True
+    ends = {s.role: s for s in bisection.steps.exclude(role=BisectStep.Role.PROBE)}
+    if any(s.outcome == BisectStep.Outcome.PENDING for s in ends.values()):
+        return False
+    if any(s.outcome == BisectStep.Outcome.SKIP or s.value is None for s in ends.values()):
+        _finish(bisection, Bisection.State.FAILED, "an end of the range could not be measured (failed or wrong output)")
+        return False
+    bisection.good_level = ends[BisectStep.Role.GOOD_END].value
+    bisection.bad_level = ends[BisectStep.Role.BAD_END].value
+    bisection.save(update_fields=["good_level", "bad_level"])
+    return True
+
+
+def bisection_advance(*, bisection: Bisection) -> None:
+    """Queue the next run, or conclude; waits while a step is pending."""
+    if bisection.state != Bisection.State.RUNNING or not _levels_known(bisection):
+        return
+    probes = bisection.steps.filter(role=BisectStep.Role.PROBE)
+    if probes.filter(outcome=BisectStep.Outcome.PENDING).exists():
+        return
+    outcomes = dict(probes.values_list("commit", "outcome"))
+    decision = next_step(bisection.commits, outcomes)
+    if decision.action == "found":
+        _finish(bisection, Bisection.State.FOUND, f"first bad commit {decision.commit}", decision.commit)
+    elif decision.action == "undecidable":
+        _finish(bisection, Bisection.State.UNDECIDABLE,
+                "skipped commits hide the first bad one; it is one of " + ", ".join(decision.candidates))
+    else:
+        _run_commit(bisection, decision.commit, BisectStep.Role.PROBE)
+
+
+def _judge(step: BisectStep, run: Run) -> tuple[str, float | None, str]:
+    bisection = step.bisection
+    if run.state != Run.State.SUCCEEDED:
+        return BisectStep.Outcome.SKIP, None, f"run {run.state.lower()}: {run.failure_kind or 'failed'}"
+    if Measurement.objects.filter(run=run, metric=contract.CORRECT, value=0).exists():
+        return BisectStep.Outcome.SKIP, None, "wrong output"
+    measurement = Measurement.objects.filter(run=run, metric=bisection.metric).first()
+    value = run_figure(measurement) if measurement is not None else None
+    if value is None:
+        return BisectStep.Outcome.SKIP, None, f"no clean {bisection.metric}"
+    if step.role != BisectStep.Role.PROBE:
+        return BisectStep.Outcome.GOOD if step.role == BisectStep.Role.GOOD_END else BisectStep.Outcome.BAD, value, ""
+    bad = abs(value - bisection.bad_level) < abs(value - bisection.good_level)
+    return (BisectStep.Outcome.BAD if bad else BisectStep.Outcome.GOOD), value, ""
+
+
+def bisect_steps_record(*, run: Run) -> list[Bisection]:
+    """A finished run that is a bisection step: judge it and move its bisection on."""
+    advanced = []
+    for step in BisectStep.objects.filter(run=run, outcome=BisectStep.Outcome.PENDING).select_related("bisection"):
+        step.outcome, step.value, step.note = _judge(step, run)
+        step.save(update_fields=["outcome", "value", "note"])
+        try:
+            bisection_advance(bisection=step.bisection)
+        except BisectError as exc:
+            _finish(step.bisection, Bisection.State.FAILED, str(exc))
+        advanced.append(step.bisection)
+    return advanced
+
+
+def bisection_for_change(*, change_point: ChangePoint) -> Bisection | None:
+    """Bisect a confirmed regression whose two commits are more than one commit apart."""
+    cp = change_point
+    if not (contract.is_full_sha(cp.commit) and contract.is_full_sha(cp.previous_commit)) or cp.commit == cp.previous_commit:
+        return None
+    if cp.metric == contract.CORRECT or Bisection.objects.filter(change_point=cp).exists():
+        return None
+    branch = cp.run.ref if cp.run.ref and not contract.is_full_sha(cp.run.ref) else ""
+    try:
+        bisection = bisection_start(benchmark=cp.benchmark, variant=cp.variant, good=cp.previous_commit,
+                                    bad=cp.commit, branch=branch, metric=cp.metric, change_point=cp,
+                                    good_level=cp.before, bad_level=cp.after)
+    except BisectError as exc:
+        log.warning("change point %s not bisected: %s", cp.id, exc)
+        return None
+    return bisection
