@@ -75,9 +75,14 @@ def confirmations_resolve(*, run: Run) -> list[ChangePoint]:
 
 
 def changepoint_from_verdict(*, run: Run, verdict: Verdict) -> ChangePoint | None:
-    """A regression verdict is a change point candidate at once (the detector needs a few more
-    runs); the detector's later finding within a few runs updates the same row."""
+    """A strong regression verdict (beyond the 99.9% prediction interval) is a change point
+    candidate at once (the detector needs a few more runs); the detector's later finding within
+    a few runs updates the same row. A merely significant one (95%) waits for the detector: one
+    run in twenty of pure noise is that far off."""
     from .changepoints import MIN_SIZE
+
+    if not verdict.strong:
+        return None
 
     key = series_key(run)
     points: list[Point] = series_points(run=run, metric=verdict.metric, until_run=run)

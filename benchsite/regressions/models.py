@@ -44,6 +44,8 @@ class Verdict(models.Model):
     baseline_description = models.TextField(blank=True)
     series_key = models.CharField(max_length=300, blank=True)
     note = models.TextField(blank=True)
+    strong = models.BooleanField(default=False, help_text="Beyond the 99.9% prediction interval too: a change "
+                                                          "point starts at once, before the detector sees it.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

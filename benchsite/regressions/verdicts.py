@@ -2,26 +2,21 @@
 
 The noise that matters is between runs (each its own engine start), far larger on the CPU engine
 than the spread of repeats within one run. So the run's figure (median of its clean repeats) is
-compared with the figures of earlier runs of the same series: the interval is the prediction
-interval of one new run, t(0.975, n-1) * s * sqrt(1 + 1/n), with s the run-to-run standard
-deviation of the n baseline runs. A verdict needs the interval to exclude zero (significant) and
-the effect to reach the metric's threshold (material)."""
+compared with the figures of earlier runs of the same series (judging.py: the prediction interval
+of one new run from the run-to-run spread of the n baseline runs). A verdict needs the interval
+to exclude zero (significant) and the effect to reach the metric's threshold (material)."""
 from __future__ import annotations
-
-import math
-from statistics import fmean, stdev
 
 from django.db import transaction
 
 from benchsite.bench.models import Measurement, Run
 from runners import contract
 
-from . import conf
+from . import conf, judging
 from .models import ChangePoint, Verdict
 from .samples import run_figure
 from .series import Point, is_incorrect, series_key, series_points
 from .thresholds import judged_metrics, threshold_for
-from .tstats import t_quantile
 
 Kind = Verdict.Kind
 
@@ -63,24 +58,9 @@ def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:
 
 def judge(*, value: float, history: list[float], direction: str, threshold: float,
           incorrect: bool = False) -> dict:
-    """The verdict of one figure against the run-to-run history (pure: no database)."""
-    if len(history) < conf.min_history() or not history:
-        return {"kind": Kind.NOT_ENOUGH_DATA, "note": f"{len(history)} baseline runs, {conf.min_history()} needed"}
-    mean = fmean(history)
-    if mean == 0:
-        return {"kind": Kind.NOT_ENOUGH_DATA, "baseline": mean, "note": "baseline is 0: no relative change"}
-    n, spread = len(history), stdev(history)
-    half = t_quantile(0.975, n - 1) * spread * math.sqrt(1 + 1 / n)
-    effect = (value - mean) / mean
-    ci_low, ci_high = (value - mean - half) / abs(mean), (value - mean + half) / abs(mean)
-    result = {"baseline": mean, "effect": effect, "ci_low": ci_low, "ci_high": ci_high, "note": ""}
-    significant = ci_low > 0 or ci_high < 0
-    better = effect > 0 if direction == "higher" else effect < 0
-    if not (significant and abs(effect) >= threshold):
-        return {**result, "kind": Kind.NO_CHANGE}
-    if better and incorrect:
-        return {**result, "kind": Kind.NO_CHANGE, "note": "output incorrect: never an improvement"}
-    return {**result, "kind": Kind.IMPROVEMENT if better else Kind.REGRESSION}
+    """The verdict of one figure against the run-to-run history (judging.judge, this app's settings)."""
+    return judging.judge(value=value, history=history, direction=direction, threshold=threshold,
+                         incorrect=incorrect, min_history=conf.min_history())
 
 
 def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:

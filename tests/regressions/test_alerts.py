@@ -185,3 +185,14 @@ def test_refused_and_unreachable_webhooks(benchmark, deliver_in_process, setting
         assert (unreachable.state, unreachable.attempts) == ("failed", 3)
     finally:
         refusing.close()
+
+
+def test_a_single_merely_significant_run_waits_for_the_detector(benchmark, deliver_in_process):
+    """-3.5% on +-1% noise: a regression verdict (95% interval, 3% threshold), but inside the
+    99.9% interval: no change point and no re-run until the detector sees a step."""
+    history(benchmark)
+    run = add_run(benchmark, 96.5, commit=sha(99))
+    run_judge(run_id=run.id)
+    verdict = run.verdicts.get(metric=contract.DECODE_TOK_S)
+    assert (verdict.kind, verdict.strong) == ("regression", False)
+    assert not ChangePoint.objects.exists() and not Run.objects.filter(state=Run.State.QUEUED).exists()

@@ -1,0 +1,40 @@
+"""The verdict arithmetic, pure (no Django): one run's figure against its series' run-to-run
+history, with the prediction interval of one new run, t(q, n-1) * s * sqrt(1 + 1/n)."""
+from __future__ import annotations
+
+import math
+from statistics import fmean, stdev
+
+from .tstats import t_quantile
+
+IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH_DATA = "improvement", "regression", "no_change", "not_enough_data"
+VERDICT_LEVEL = 0.975  # two-sided 95% interval: what the run page shows
+STRONG_LEVEL = 0.9995  # two-sided 99.9%: a single run this far off starts a change point at once
+
+
+def prediction_half_width(history: list[float], level: float = VERDICT_LEVEL) -> float:
+    n = len(history)
+    return t_quantile(level, n - 1) * stdev(history) * math.sqrt(1 + 1 / n)
+
+
+def judge(*, value: float, history: list[float], direction: str, threshold: float, incorrect: bool = False,
+          min_history: int = 3) -> dict:
+    """{'kind', 'baseline', 'effect', 'ci_low', 'ci_high', 'strong', 'note'}: a verdict needs the
+    interval to exclude zero (significant) and the effect to reach `threshold` (material)."""
+    if len(history) < max(2, min_history):
+        return {"kind": NOT_ENOUGH_DATA, "note": f"{len(history)} baseline runs, {max(2, min_history)} needed"}
+    mean = fmean(history)
+    if mean == 0:
+        return {"kind": NOT_ENOUGH_DATA, "baseline": mean, "note": "baseline is 0: no relative change"}
+    half = prediction_half_width(history)
+    effect = (value - mean) / mean
+    ci_low, ci_high = (value - mean - half) / abs(mean), (value - mean + half) / abs(mean)
+    result = {"baseline": mean, "effect": effect, "ci_low": ci_low, "ci_high": ci_high, "note": "", "strong": False}
+    significant = ci_low > 0 or ci_high < 0
+    better = effect > 0 if direction == "higher" else effect < 0
+    if not (significant and abs(effect) >= threshold):
+        return {**result, "kind": NO_CHANGE}
+    if better and incorrect:
+        return {**result, "kind": NO_CHANGE, "note": "output incorrect: never an improvement"}
+    strong = abs(value - mean) > prediction_half_width(history, STRONG_LEVEL)
+    return {**result, "kind": IMPROVEMENT if better else REGRESSION, "strong": strong}
