@@ -41,6 +41,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "benchsite.bench.permissions.PrivateDashboardMiddleware",  # BENCH_PRIVATE_DASHBOARD
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -88,6 +89,10 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 
 LOGIN_URL = "/accounts/login/"
+# Roles (benchsite/bench/permissions.py): anonymous visitors browse unless the dashboard is
+# private; members trigger and annotate (every logged-in user, or only this group's members).
+BENCH_PRIVATE_DASHBOARD = env_bool("BENCH_PRIVATE_DASHBOARD", False)
+BENCH_MEMBER_GROUP = env_str("BENCH_MEMBER_GROUP", "")
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/"
 
@@ -159,3 +164,12 @@ BENCH_STATUS_MAX_RETRIES = env_int("BENCH_STATUS_MAX_RETRIES", 5)
 # Backoff: base, then twice as long before each further retry (30 s, 60 s, 120 s...).
 BENCH_STATUS_RETRY_BASE_MS = env_int("BENCH_STATUS_RETRY_BASE_MS", 30_000, minimum=1)
 BENCH_STATUS_TIMEOUT_S = env_int("BENCH_STATUS_TIMEOUT_S", 10, minimum=1)
+# Rate limits (benchsite/hooks/ratelimit.py, counters in CACHES): JSON API requests per token
+# (per address without one), and unverified webhook deliveries per source address. A valid
+# signed delivery is never limited.
+BENCH_API_REQUESTS_PER_MIN = env_int("BENCH_API_REQUESTS_PER_MIN", 120, minimum=1)
+BENCH_WEBHOOK_REFUSED_PER_MIN = env_int("BENCH_WEBHOOK_REFUSED_PER_MIN", 20, minimum=1)
+# Counters shared by every web process: Redis when BENCH_CACHE_URL is set, else per process.
+_cache_url = env_str("BENCH_CACHE_URL", "")
+CACHES = {"default": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
+                      if _cache_url else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}

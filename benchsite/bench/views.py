@@ -1,13 +1,12 @@
 """Thin views: HTML pages and the JSON endpoints they read. Reads in selectors (and the page
 modules home, history, waterfall, compare, runpage), writes in services."""
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, HttpResponseForbidden, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import compare, history, home, runpage, selectors, services, waterfall
+from . import compare, history, home, permissions, runpage, selectors, services, waterfall
 from .annotations import AnnotationForm, annotation_create
 from .forms import TriggerForm
 from .models import Artifact, Run
@@ -23,7 +22,7 @@ def _benchmark_page(request, benchmark, form, status=200, annotation_form=None):
         "ladder": selectors.benchmark_ladder(benchmark=benchmark),
         "runs": selectors.benchmark_recent_runs(benchmark=benchmark),
         "form": form,
-        "annotation_form": annotation_form or (AnnotationForm() if request.user.is_authenticated else None),
+        "annotation_form": annotation_form or (AnnotationForm() if permissions.is_member(request.user) else None),
         "annotations": list(benchmark.annotations.select_related("created_by")),
         "history_tables": history.history_tables(benchmark=benchmark),
         "run_url_prefix": reverse("bench:run", args=[0])[:-2],  # rows link to runs without a reverse() each
@@ -39,11 +38,11 @@ def benchmark_list(request):
 @require_GET
 def benchmark_detail(request, slug):
     benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
-    form = TriggerForm(benchmark=benchmark) if request.user.is_authenticated else None
+    form = TriggerForm(benchmark=benchmark) if permissions.is_member(request.user) else None
     return _benchmark_page(request, benchmark, form)
 
 
-@login_required
+@permissions.member_required
 @require_http_methods(["GET", "POST"])
 def benchmark_trigger(request, slug):
     benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
@@ -70,7 +69,7 @@ def benchmark_trigger(request, slug):
     return _benchmark_page(request, benchmark, form, status=400)
 
 
-@login_required
+@permissions.member_required
 @require_POST
 def annotation_add(request, slug):
     benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
@@ -166,10 +165,12 @@ def run_spec(request, pk):
     return response
 
 
-@login_required
+@permissions.member_required
 @require_POST
 def run_cancel(request, pk):
     run = get_object_or_404(Run, pk=pk)
+    if not permissions.run_cancellable_by(run, request.user):
+        return HttpResponseForbidden("Members cancel the runs they triggered; staff cancel any run.")
     if services.run_cancel(run=run):
         messages.success(request, f"Run {run.pk} cancelled.")
     else:

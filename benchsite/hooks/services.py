@@ -58,15 +58,23 @@ def webhook_refuse_oversize(*, provider, headers, size: int | None) -> Answer:
     return answer
 
 
-def webhook_receive(*, provider, headers, body: bytes, content_type: str = "application/json") -> Answer:
-    """Verify one delivery and act on it. Every delivery is stored with our answer."""
+# Answers to a delivery that could not be verified (bad or missing signature, unknown repository,
+# unreadable body): these count against the sender's address (views.webhook).
+UNVERIFIED_STATUSES = (400, 401, 403, 404)
+
+
+def webhook_receive(*, provider, headers, body: bytes, content_type: str = "application/json",
+                    store_refused: bool = True) -> Answer:
+    """Verify one delivery and act on it. Every delivery is stored with our answer (refusals
+    not, when `store_refused` is off: an address over its limit of unverified deliveries)."""
     delivery = _new_delivery(provider, headers, body)
     try:
         answer = _handle(provider, delivery, headers, body, content_type)
     except Refused as refusal:
         answer = Answer(refusal.status, refusal.detail)
     delivery.status_code, delivery.answer = answer.status, answer.detail
-    delivery.save()
+    if store_refused or answer.status not in UNVERIFIED_STATUSES:
+        delivery.save()
     log.info("%s delivery %s (%s): %s %s", provider.name, delivery.delivery_id, delivery.event, answer.status,
              answer.detail)
     return answer

@@ -1,11 +1,11 @@
 """Thin views: a benchmark's change points (with marks), and marking one expected or a false alarm."""
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from benchsite.bench.models import Benchmark
+from benchsite.bench.permissions import member_required
 from runners import contract
 
 from . import selectors
@@ -34,7 +34,7 @@ def api_chart_marks(request, slug):
     return JsonResponse({"benchmark": slug, "metric": metric, **selectors.chart_marks(benchmark=benchmark, metric=metric)})
 
 
-@login_required
+@member_required
 @require_POST
 def change_point_mark(request, pk):
     change_point = get_object_or_404(ChangePoint.objects.select_related("benchmark"), pk=pk)
@@ -47,7 +47,7 @@ def change_point_mark(request, pk):
     return redirect("regressions:changes", change_point.benchmark.slug)
 
 
-@login_required
+@member_required
 @require_POST
 def bisection_create(request, slug):
     """Start a bisection by hand between two commits of the benchmark's repository."""
