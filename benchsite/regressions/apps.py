@@ -12,3 +12,15 @@ class RegressionsConfig(AppConfig):
         from . import receivers, tasks  # noqa: F401  (tasks: registers regressions.* with Celery)
 
         run_finished.connect(receivers.judge_when_finished, dispatch_uid="regressions.judge")
+        _schedule_canaries()
+
+
+def _schedule_canaries():
+    """Celery beat looks for due canaries every CANARY_CHECK_S (each has its own interval)."""
+    from benchsite.celery import app
+
+    app.conf.beat_schedule = {**(app.conf.beat_schedule or {}), "regression canaries": {
+        "task": "regressions.trigger_canaries", "schedule": CANARY_CHECK_S, "options": {"queue": "web"}}}
+
+
+CANARY_CHECK_S = 600

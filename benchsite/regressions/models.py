@@ -203,3 +203,23 @@ class BisectStep(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+
+
+class Canary(models.Model):
+    """A fixed commit and variant re-run on a schedule: a shift in its series is the host or the
+    environment, not the code, and verdicts of that host and pool say so."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="canaries")
+    variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="canaries")
+    commit = models.CharField(max_length=64, blank=True, help_text="Full SHA; empty for the installed engine.")
+    every_hours = models.PositiveIntegerField(default=24, validators=[MinValueValidator(1)])
+    active = models.BooleanField(default=True)
+    last_triggered_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"canary {self.benchmark.slug}/{self.variant.name} @ {self.commit[:10] or 'installed'}"
+
+
+class CanaryRun(models.Model):
+    canary = models.ForeignKey(Canary, on_delete=models.CASCADE, related_name="canary_runs")
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="canary_run")

@@ -1,4 +1,5 @@
-"""What happens to a finished run: a bisection step moves its bisection on; any other run gets
+"""What happens to a finished run: a bisection step moves its bisection on, a canary run feeds
+its canary's series; any other run gets
 verdicts, change points of its series, a confirmation re-run, alerts, and a bisection once a
 regression is confirmed."""
 from benchsite.bench.models import Run
@@ -8,7 +9,8 @@ from .bisection import bisect_steps_record, bisection_for_change
 from .changepoints import changepoints_detect
 from .confirm import (changepoint_confirm, changepoint_from_verdict, changepoint_incorrect_output,
                       confirmations_resolve)
-from .models import BisectStep, ChangePoint, Verdict
+from .canary import canary_record
+from .models import BisectStep, CanaryRun, ChangePoint, Verdict
 from .verdicts import verdicts_compute
 
 
@@ -43,6 +45,10 @@ def run_judge(*, run_id: int) -> None:
     run = Run.objects.select_related("benchmark__engine_source", "variant").get(id=run_id)
     if BisectStep.objects.filter(run=run).exists():
         bisect_steps_record(run=run)
+        return
+    if CanaryRun.objects.filter(run=run).exists():
+        if run.state == Run.State.SUCCEEDED:
+            canary_record(run=run)
         return
     is_confirmation = ChangePoint.objects.filter(confirm_run=run).exists()
     for change_point in _confirm_new(run, is_confirmation):

@@ -38,6 +38,7 @@ def _same_series_runs(run: Run):
                                worker_host=run.worker_host)
             .exclude(Exists(incorrect))
             .exclude(bisect_steps__isnull=False)  # old commits run late: not part of the timeline
+            .exclude(canary_run__isnull=False)  # the fixed commit: a series of its own
             .order_by("created_at", "id"))
 
 
@@ -51,7 +52,7 @@ def series_points(*, run: Run, metric: str, since_run: Run | None = None, until_
         runs = runs.filter(created_at__lte=until_run.created_at).exclude(created_at=until_run.created_at, id__gt=until_run.id)
     measurements = {m.run_id: m for m in Measurement.objects.filter(run__in=runs, metric=metric)}
     points = []
-    for r in runs.select_related("benchmark", "variant"):
+    for r in runs.select_related("benchmark", "variant", "build"):
         m = measurements.get(r.id)
         figure = run_figure(m) if m is not None else None
         if figure is not None:

@@ -21,3 +21,10 @@ def deliver_alert(self, alert_id: int) -> bool:
         countdown = conf.alert_retry_base_ms() / 1000 * 2**attempt  # 30 s, 60 s, 120 s...
         log.warning("alert %s: %s; retry %d in %.1f s", alert_id, exc, attempt + 1, countdown)
         raise self.retry(countdown=countdown) from None
+
+
+@shared_task(name="regressions.trigger_canaries")
+def trigger_canaries() -> int:
+    from .canary import canaries_trigger_due
+
+    return len(canaries_trigger_due())

@@ -13,6 +13,7 @@ from benchsite.bench.models import Measurement, Run
 from runners import contract
 
 from . import conf, judging
+from .canary import canary_shift
 from .models import ChangePoint, Verdict
 from .samples import run_figure
 from .series import Point, is_incorrect, series_key, series_points
@@ -53,7 +54,10 @@ def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:
     if not history:
         return f"no earlier correct run of {run.variant.name} on {where}{since}"
     ids = ", ".join(f"#{p.run.id}" for p in history)
-    return f"mean of {len(history)} earlier correct runs of {run.variant.name} on {where}{since}: {ids}"
+    builds = sorted({p.run.build.engine_version for p in history if p.run.build and p.run.build.engine_version})
+    mine = run.build.engine_version if run.build else ""
+    engine = f"; engine build {', '.join(builds)} vs this run's {mine}" if mine and builds and builds != [mine] else ""
+    return f"mean of {len(history)} earlier correct runs of {run.variant.name} on {where}{since}: {ids}{engine}"
 
 
 def judge(*, value: float, history: list[float], direction: str, threshold: float,
@@ -74,6 +78,10 @@ def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
         return {**fields, "kind": Kind.NOT_ENOUGH_DATA, "note": "every repeat was flagged: no clean sample"}
     verdict = judge(value=value, history=[p.value for p in history], direction=contract.METRICS[metric].direction,
                     threshold=threshold, incorrect=incorrect)
+    shift = canary_shift(run=run, metric=metric, since=history[0].run.created_at) if history else None
+    if shift is not None and verdict["kind"] in (Kind.REGRESSION, Kind.IMPROVEMENT):
+        verdict["note"] = (f"the canary (a fixed commit) moved {shift.change * 100:+.1f}% on this host since the "
+                           f"baseline: a host or environment change, not this code. {verdict['note']}").strip()
     return {**fields, "value": value, **verdict}
 
 
