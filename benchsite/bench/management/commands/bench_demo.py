@@ -1,10 +1,9 @@
 """`manage.py bench_demo`: web + workers on the embedded defaults, a demo benchmark, one run.
 
-This is what `make run` starts. Ctrl-C stops everything it started.
+This is what `make run` starts. A child that dies is restarted, as a process supervisor would
+(benchsite/bench/supervisor.py); Ctrl-C stops everything it started.
 """
-import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -15,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from benchsite.bench import services
 from benchsite.bench.demo import DEMO_USER, demo_benchmark_ensure, demo_gpu_history_ensure, demo_user_ensure
 from benchsite.bench.models import Run
+from benchsite.bench.supervisor import CrashLoop, Supervisor
 from runners import contract
 
 
@@ -46,32 +46,24 @@ class Command(BaseCommand):
                            "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")],
             "worker-gpu": [*celery, "-Q", benchmark.queue, "-n", "gpu@%h"],
         }
-        procs = {}
+        supervisor = Supervisor(commands, log_dir, settings.BASE_DIR, say=self.stdout.write)
         signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the children too, like Ctrl-C
         try:
-            for name, cmd in commands.items():
-                log = open(log_dir / f"{name}.log", "ab")
-                procs[name] = subprocess.Popen(cmd, cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True)
+            supervisor.start_all()
             url = f"http://127.0.0.1:{port}"
-            self._wait_for_web(url, procs["web"], log_dir)
+            self._wait_for_web(url, supervisor.procs["web"], log_dir)
             runs = [] if no_trigger else services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.CLI)
             self.stdout.write(self.style.SUCCESS(
                 f"\nDashboard: {url}/b/{benchmark.slug}/   (log in as {DEMO_USER[0]} / {DEMO_USER[1]})\n"
                 f"Logs: {log_dir}   Ctrl-C stops web and workers.\n"
             ))
-            self._follow(runs, procs, exit_when_done)
+            self._follow(runs, supervisor, exit_when_done)
         except KeyboardInterrupt:
             pass
+        except CrashLoop as exc:
+            raise CommandError(str(exc)) from None
         finally:
-            for proc in procs.values():
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGTERM)
-            for proc in procs.values():
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+            supervisor.stop_all()
 
     def _wait_for_web(self, url, proc, log_dir, timeout_s=60):
         deadline = time.monotonic() + timeout_s
@@ -85,13 +77,12 @@ class Command(BaseCommand):
                 time.sleep(0.5)
         raise CommandError(f"the web server did not answer within {timeout_s} s")
 
-    def _follow(self, runs, procs, exit_when_done):
-        """Print each state change of the triggered runs; watch the children."""
+    def _follow(self, runs, supervisor, exit_when_done):
+        """Print each state change of the triggered runs; restart a child that died (a killed
+        GPU worker's run is failed by the reaper, its orphaned engine stopped at its restart)."""
         seen = {}
         while True:
-            for name, proc in procs.items():
-                if proc.poll() is not None:
-                    raise CommandError(f"{name} exited with code {proc.returncode}; see var/logs/{name}.log")
+            supervisor.check()
             pending = 0
             for run in Run.objects.filter(id__in=[r.id for r in runs]).select_related("variant"):
                 decode = run.measurements.filter(metric=contract.DECODE_TOK_S).first()
