@@ -180,3 +180,12 @@ def shared_engine(tiny_model_dir, tmp_path_factory):
                       log_path=tmp_path_factory.mktemp("shared-engine") / "server.log", startup_timeout_s=240)
     with Engine(spec) as engine:
         yield engine
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits():
+    """Rate-limit counters (Django's cache) start at zero in every test: one test's requests
+    must not make another's answer a 429."""
+    from django.core.cache import cache
+
+    cache.clear()
