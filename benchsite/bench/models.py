@@ -97,6 +97,9 @@ class Benchmark(models.Model):
     def queue(self) -> str:
         return f"gpu.{self.gpu_pool}"
 
+    def clean(self):
+        _check_engine_options(self.engine_args, self.engine_env, "engine_args", "engine_env")
+
 
 class Variant(models.Model):
     """One ordered step of a benchmark's optimization ladder."""
@@ -122,6 +125,22 @@ class Variant(models.Model):
 
     def __str__(self):
         return f"{self.benchmark.name} #{self.position} {self.name}"
+
+    def clean(self):
+        _check_engine_options(self.flags, self.env, "flags", "env")
+
+
+def _check_engine_options(flags, env, flags_field: str, env_field: str) -> None:
+    """Only allow-listed engine flags and variables, with values of their type (engine_options.py)."""
+    from django.core.exceptions import ValidationError
+
+    from .engine_options import OptionError, check_env, check_flags
+
+    for field, check, value in ((flags_field, check_flags, flags), (env_field, check_env, env)):
+        try:
+            check(value)
+        except OptionError as exc:
+            raise ValidationError({field: str(exc)}) from None
 
 
 class Run(models.Model):
