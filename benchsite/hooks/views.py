@@ -8,7 +8,7 @@ from benchsite.bench import permissions
 from benchsite.bench import services as bench_services
 from benchsite.bench.models import Run
 
-from . import api, ratelimit, selectors, services
+from . import api, openapi, ratelimit, selectors, services
 from .providers import PROVIDERS
 
 
@@ -98,3 +98,8 @@ def _trigger(request):
     except bench_services.TriggerError as exc:
         raise api.BadRequest(str(exc)) from None
     return JsonResponse({"runs": [selectors.run_json(r, base_url=_base_url(request)) for r in created]}, status=201)
+
+
+@require_http_methods(["GET"])
+def openapi_document(request):
+    return JsonResponse(openapi.openapi_document())
