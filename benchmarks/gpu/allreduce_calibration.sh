@@ -8,14 +8,16 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp/calib}; mkdir -p "$O"
 P="default,LL,LL128,Simple"
-COMM="python3 -m runners comm --backend nccl --world-size 2 --protos $P"
+COMM="timeout 200 python3 -m runners comm --backend nccl --world-size 2 --protos $P --timeout-s 45"
 nvidia-smi --query-gpu=name,memory.used,clocks.sm,clocks.mem --format=csv,noheader
 t0=$(date +%s)
-python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 --protos $P --out "$O/ab.json"
 $COMM --mode interleaved --hidden-size 6144 --gemv-mb 144,144 --layers 8 --iters 100 --output "$O/il8.json"
-$COMM --mode interleaved --hidden-size 6144 --gemv-mb 144,144 --layers 2 --iters 100 --output "$O/il2.json"
-$COMM --sizes 12K --iters 200 --output "$O/sweep.json" >/dev/null
-python3 -m runners comm --backend nccl --world-size 2 --protos default,LL,Simple --mode interleaved \
-    --model-config benchmarks/gpu/llama-8b-config.json --iters 100 --output "$O/il-llama8b.json"
+echo "interleaved done at $(( $(date +%s) - t0 )) s"
+timeout 300 python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 --protos $P \
+    --timeout-s 70 --out "$O/ab.json"
+echo "A/B done at $(( $(date +%s) - t0 )) s"
+timeout 120 python3 -m runners comm --backend nccl --world-size 2 --protos default,LL,Simple --mode interleaved \
+    --model-config benchmarks/gpu/llama-8b-config.json --iters 100 --timeout-s 35 --output "$O/il-llama8b.json"
+[ "${SWEEP:-1}" = 1 ] && $COMM --sizes 12K --iters 100 --output "$O/sweep.json" >/dev/null
 echo "measurements took $(( $(date +%s) - t0 )) s"
 python3 benchmarks/gpu/allreduce_calibration.py "$O"

@@ -94,12 +94,13 @@ def rank_main(rank, cfg):
                 times[name].append((e0, e1))
     torch.cuda.synchronize()
     res = {k: [a.elapsed_time(b) * 1000 for a, b in v] for k, v in times.items()}
-    dist.barrier()
-    dist.destroy_process_group()
-    with open(os.path.join(cfg["outdir"], f"r{rank}.json"), "w") as f:
+    with open(os.path.join(cfg["outdir"], f"r{rank}.json"), "w") as f:  # before any teardown
         json.dump({"with_us": statistics.median(res["A"]), "without_us": statistics.median(res["B"]),
                    "with_p90": sorted(res["A"])[int(0.9 * len(res["A"]))],
                    "without_p90": sorted(res["B"])[int(0.9 * len(res["B"]))], "ranks_agree": same}, f)
+    # NCCL teardown with captured graphs alive can hang: leave it to the process's exit.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def free_port():
@@ -121,6 +122,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--group", type=int, default=10)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--timeout-s", type=float, default=120.0, help="limit per protocol's processes")
     a = ap.parse_args()
     calls = 2 * a.layers
     rows = []
@@ -129,7 +131,18 @@ def main():
         with tempfile.TemporaryDirectory() as d:
             cfg = dict(vars(a), proto=proto, port=free_port(), outdir=d)
             t0 = time.monotonic()
-            mp.spawn(rank_main, args=(cfg,), nprocs=a.world, join=True)
+            ctx = mp.spawn(rank_main, args=(cfg,), nprocs=a.world, join=False)
+            deadline = time.monotonic() + a.timeout_s
+            try:
+                while not ctx.join(timeout=1.0):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{proto}: ranks still running after {a.timeout_s} s")
+            except Exception as e:  # a hang or a crash: say so, keep the other protocols
+                for proc in ctx.processes:
+                    if proc.is_alive():
+                        proc.kill()
+                print(f"{proto:8} FAILED: {type(e).__name__}: {str(e)[-500:]}", flush=True)
+                continue
             ranks = [json.load(open(os.path.join(d, f"r{r}.json"))) for r in range(a.world)]
         w, wo = max(r["with_us"] for r in ranks), max(r["without_us"] for r in ranks)
         rows.append({"proto": proto, "step_us_with": round(w, 2), "step_us_without": round(wo, 2),

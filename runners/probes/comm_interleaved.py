@@ -103,11 +103,12 @@ def _worker(rank: int, cfg: dict) -> None:
             with_us, without_us = _time_graphs(step, cfg)
         else:
             with_us, without_us = _time_eager(step, cfg, cuda)
+        # Written before any teardown, so a slow NCCL shutdown cannot lose the figures.
+        result = {"with": _summary(with_us), "without": _summary(without_us)}
+        Path(cfg["outdir"], f"rank{rank}.json").write_text(json.dumps(result))
         dist.barrier()
     finally:
         dist.destroy_process_group()
-    result = {"with": _summary(with_us), "without": _summary(without_us)}
-    Path(cfg["outdir"], f"rank{rank}.json").write_text(json.dumps(result))
 
 
 def _build_step(rank: int, cfg: dict, device):
