@@ -119,6 +119,9 @@ def _act(watch: RepoWatch, delivery: WebhookDelivery, action) -> Answer:
 
 
 def _queue_push(watch: RepoWatch, delivery: WebhookDelivery, push: BranchPush) -> Answer:
+    # One push of a repository at a time (the caller's transaction holds the lock): two pushes of
+    # a branch handled concurrently would each cancel the other's runs and leave none queued.
+    RepoWatch.objects.select_for_update().filter(id=watch.id).first()
     runs, skipped = [], []
     for benchmark in watch.benchmarks.order_by("slug"):
         try:
