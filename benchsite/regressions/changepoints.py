@@ -16,6 +16,7 @@ from .verdicts import baseline_reset
 
 MIN_SIZE = edivisive.DEFAULT_MIN_SIZE
 MAX_PVALUE = edivisive.DEFAULT_MAX_PVALUE
+MAX_POINTS = 500  # the newest runs of a long series: E-Divisive is O(n^2) in time and memory
 
 
 class MarkError(ValueError):
@@ -67,6 +68,7 @@ def changepoints_detect(*, run: Run) -> list[ChangePoint]:
     for metric in sorted(metrics):
         reset = baseline_reset(run=run, metric=metric)
         points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run)
+        points = points[-MAX_POINTS:]
         found = edivisive.detect([p.value for p in points], min_size=MIN_SIZE, max_pvalue=MAX_PVALUE,
                                  min_change=threshold_for(benchmark=run.benchmark, metric=metric))
         with transaction.atomic():
