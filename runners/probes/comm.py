@@ -293,7 +293,11 @@ def run_ranks(cfg: dict, timeout_s: float, target=None) -> list:
 
     with tempfile.TemporaryDirectory(prefix="comm-probe-") as outdir:
         cfg = dict(cfg, outdir=outdir, port=free_port())
-        ctx = mp.spawn(target or _worker, args=(cfg,), nprocs=cfg["world_size"], join=False, start_method="spawn")
+        # CPU (gloo) ranks fork: they skip re-importing torch (seconds per rank on a busy host), and
+        # torch makes a forked child's intra-op pool single-threaded. CUDA ranks must spawn.
+        method = "fork" if cfg["backend"] == "gloo" else "spawn"
+        ctx = mp.start_processes(target or _worker, args=(cfg,), nprocs=cfg["world_size"], join=False,
+                                 start_method=method)
         deadline = time.monotonic() + timeout_s
         while not ctx.join(timeout=1.0):
             if time.monotonic() > deadline:
