@@ -1,0 +1,76 @@
+"""Bisection for real on the CPU engine: a repository of 16 commits (the installed vLLM's Python
+tree, then 15 commits) where one commit adds work per token to every decode step. Each run is an
+overlay build of its commit and a real engine start (runners.job, as the GPU worker runs it; the
+test plays the worker in-process). Smallest settings that still show the slowdown: eager, 16
+tokens, one repeat. The two ends are measured first (a bisection started by hand), then at most
+5 runs of the variant find the guilty commit."""
+import pytest
+
+from benchsite.bench import services
+from benchsite.bench.models import Benchmark, EngineSource, Run
+from benchsite.regressions.bisection import bisection_start
+from runners.build.config import BuildConfig
+from runners.job import run_job
+from tests.build.conftest import BASE_TAG, Remote, installed_vllm
+
+LLAMA = "vllm/model_executor/models/llama.py"
+ORIGINAL = """        logits = self.logits_processor(self.lm_head, hidden_states)
+        return logits
+"""
+SLOWER = """        logits = self.logits_processor(self.lm_head, hidden_states)
+        import time as _bench_time  # bench bisection test: 30 ms more work per decode step
+        _bench_time.sleep(0.03)
+        return logits
+"""
+GUILTY = 11  # of commits 1..15 after the base
+
+
+@pytest.fixture
+def sixteen_commits(tmp_path):
+    (tmp_path / "remote").mkdir()
+    remote = Remote(tmp_path / "remote")
+    src = installed_vllm()
+    files = {f"vllm/{py.relative_to(src)}": py.read_text() for py in src.rglob("*.py")}
+    commits = [remote.commit({**files, "README.md": "vLLM Python tree\n"}, "base")]
+    remote.tag(BASE_TAG)
+    llama = files[LLAMA]
+    assert llama.count(ORIGINAL) == 1
+    for i in range(1, 16):
+        change = {"vllm/bench_step.py": f"STEP = {i}\n"}
+        if i == GUILTY:
+            change[LLAMA] = llama.replace(ORIGINAL, SLOWER)
+        commits.append(remote.commit(change, f"step {i}"))
+    return remote, commits
+
+
+@pytest.mark.engine
+@pytest.mark.timeout(1500)
+def test_bisected_to_the_slow_commit_on_the_cpu_engine(db, sixteen_commits, tiny_model_dir, tmp_path, monkeypatch,
+                                                        settings, django_capture_on_commit_callbacks):
+    from benchsite.celery import app
+
+    remote, commits = sixteen_commits
+    monkeypatch.setenv("BENCH_ALLOW_FILE_REPOS", "1")
+    settings.VAR_DIR = tmp_path / "var"
+    monkeypatch.setattr(app, "send_task", lambda *a, **k: type("R", (), {"id": "t"})())  # played below
+    source = EngineSource.objects.create(name="vllm", kind=EngineSource.Kind.GIT, repo_url=remote.url, default_ref="main")
+    bench = Benchmark.objects.create(
+        name="tiny", slug="tiny", model=str(tiny_model_dir), engine_source=source, max_tokens=16, repeats=1, warmup=0,
+        engine_args=["--enforce-eager", "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "2"],
+        startup_timeout_s=300)
+    variant = services.variant_create(benchmark=bench, name="eager", is_reference=True)
+    bisection = bisection_start(benchmark=bench, variant=variant, good=commits[0], bad=commits[15], branch="main")
+    build_config = BuildConfig(cache_dir=tmp_path / "cache", base_ref=BASE_TAG, allow_file_urls=True)
+    while (run := Run.objects.filter(state=Run.State.QUEUED).order_by("id").first()) is not None:
+        spec = services.run_spec(run)
+        spec["probes"] = ["decode"]
+        result = run_job(spec, work_dir=tmp_path / f"work-{run.id}", build_config=build_config)
+        assert services.run_claim(run_id=run.id, task_id="t", worker_host="host-a")
+        with django_capture_on_commit_callbacks(execute=True):
+            services.run_complete(run_id=run.id, result=result)
+    bisection.refresh_from_db()
+    probes = bisection.steps.filter(role="probe")
+    assert bisection.state == "found", (bisection.message, list(bisection.steps.values_list("commit", "outcome", "value")))
+    assert bisection.first_bad == commits[GUILTY]
+    assert 1 <= probes.count() <= 5
+    assert bisection.bad_level < 0.8 * bisection.good_level  # the slowdown is plain at these settings
