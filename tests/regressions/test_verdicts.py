@@ -110,10 +110,13 @@ def test_finished_run_is_judged_through_the_signal(benchmark, django_capture_on_
         add_run(benchmark, v)
     run = Run.objects.create(benchmark=benchmark, variant=benchmark.variants.get(), batch=add_run(benchmark, 100.0).batch,
                              state=Run.State.RUNNING, worker_host="host-a", ref="main")
-    result = {"measurements": [contract.measurement(contract.DECODE_TOK_S, 94.0, samples=[94.0, 94.0, 94.0])]}
+    # Two repeats held back and delivered in one burst (flagged by the decode probe): not samples.
+    decode = contract.measurement(contract.DECODE_TOK_S, 130.0, samples=[94.0, 130.0, 130.0])
+    decode["sample_flags"] = ["", "burst", "burst"]
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.run_complete(run_id=run.id, result=result)
-    assert Verdict.objects.get(run=run, metric=contract.DECODE_TOK_S).kind == Verdict.Kind.REGRESSION
+        assert services.run_complete(run_id=run.id, result={"measurements": [decode]})
+    verdict = Verdict.objects.get(run=run, metric=contract.DECODE_TOK_S)
+    assert (verdict.kind, verdict.value) == (Verdict.Kind.REGRESSION, 94.0)
 
 
 def test_run_page_shows_verdicts(benchmark, client):
