@@ -16,7 +16,7 @@ from runners.contract import (ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, CORRECT, D
                               TTFT_MS)
 
 from .downsample import lttb_indices
-from .models import Annotation, Benchmark, Measurement, Run
+from .models import Benchmark, Measurement, Run
 
 # The timelines of a benchmark page, in this order; any registry metric can be asked for.
 HISTORY_METRICS = (DECODE_TOK_S, TTFT_MS, ITL_MS_P99, ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL)
@@ -43,8 +43,8 @@ def chart_max_points(raw: str | None) -> int:
 
 
 def _rows(benchmark: Benchmark, metric: str) -> list[tuple]:
-    """(run, variant, batch, created, commit, value, ci_low, ci_high, correct) of every
-    successful run's measurement, oldest first; correct is 1.0, 0.0 or None (not judged)."""
+    """(run, variant, batch, created, commit, value, ci_low, ci_high, correct, ref, build path)
+    of every successful run's measurement, oldest first; correct is 1.0, 0.0 or None (not judged)."""
     verdict = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT).values("value")[:1]
     # Batch and date as text: converting 10,000 of them to UUID and datetime costs more than the
     # query; only the axis's few need a date (`_when`).
@@ -54,7 +54,7 @@ def _rows(benchmark: Benchmark, metric: str) -> list[tuple]:
                   created_text=Cast("run__created_at", CharField()))
         .order_by("run__created_at", "run__id")
         .values_list("run_id", "run__variant_id", "batch_text", "created_text", "run__commit",
-                     "value", "ci_low", "ci_high", "verdict")
+                     "value", "ci_low", "ci_high", "verdict", "run__ref", "run__build__path")
     )
 
 
@@ -111,8 +111,10 @@ def benchmark_history(*, benchmark: Benchmark, metric: str, max_points: int = MA
     index, axis = _x_positions(rows)
     line = {v["id"]: [] for v in variants}
     incorrect = {v["id"]: [] for v in variants}
-    for run, variant, batch, _created, commit, value, lo, hi, verdict in rows:
-        point = {"run": run, "x": index[commit or f"batch:{batch}"], "y": value, "lo": lo, "hi": hi}
+    for run, variant, batch, _created, commit, value, lo, hi, verdict, ref, build_path in rows:
+        # what actually ran: the requested ref and the build path (installed / overlay / source)
+        point = {"run": run, "x": index[commit or f"batch:{batch}"], "y": value, "lo": lo, "hi": hi,
+                 "ref": ref, "build": build_path or "installed"}
         (incorrect if verdict == 0 else line).setdefault(variant, []).append(point)
     series, used = [], set()
     for v in variants:

@@ -1,29 +1,14 @@
 """Reads for the web pages and JSON endpoints. No writes here (those are in `services`)."""
 from __future__ import annotations
 
-
 from django.db.models import Exists, OuterRef, Prefetch, QuerySet, Subquery
 from django.utils import timezone
 
-from runners.contract import (ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, COMM_US_PER_CALL,
-                              CORRECT, DECODE_TOK_S, ITL_MS_P50, ITL_MS_P90, ITL_MS_P99, METRICS, TTFT_MS, Metric)
+from runners.contract import ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_US_PER_CALL, COMM_US_PER_CALL, CORRECT, DECODE_TOK_S
 
 from .models import Artifact, Benchmark, Measurement, Run, Variant
 
-DEFAULT_CHART_METRIC = DECODE_TOK_S
-
-# The metrics a chart may show (`?metric=` is checked against this whitelist), from the one registry.
-CHART_METRICS: dict[str, Metric] = {
-    name: METRICS[name]
-    for name in (DECODE_TOK_S, TTFT_MS, ITL_MS_P50, ITL_MS_P90, ITL_MS_P99, ALLREDUCE_SHARE,
-                 ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_US_PER_CALL, CORRECT)
-}
-
 LOG_TAIL_LINES = 60
-
-
-class UnknownMetric(ValueError):
-    """`?metric=` named a metric that is not in CHART_METRICS."""
 
 
 # --- benchmarks ------------------------------------------------------------------------
@@ -36,13 +21,13 @@ def _variants_with_latest() -> QuerySet[Variant]:
     # good run is found on runs (by the variant's index), then its value: sorting the joined
     # measurements instead costs 0.2 s at 10,000 runs.
     incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=CORRECT, value=0)
-    has_decode = Measurement.objects.filter(run=OuterRef("pk"), metric=DEFAULT_CHART_METRIC)
+    has_decode = Measurement.objects.filter(run=OuterRef("pk"), metric=DECODE_TOK_S)
     latest_good = (
         Run.objects.filter(variant=OuterRef("pk"), state=Run.State.SUCCEEDED)
         .filter(Exists(has_decode)).exclude(Exists(incorrect))
         .order_by("-created_at", "-id")
     )
-    decode_of = Measurement.objects.filter(run_id=OuterRef("latest_decode_run_id"), metric=DEFAULT_CHART_METRIC)
+    decode_of = Measurement.objects.filter(run_id=OuterRef("latest_decode_run_id"), metric=DECODE_TOK_S)
     return Variant.objects.order_by("position").annotate(
         latest_run_id=Subquery(latest_run.values("id")[:1]),
         latest_run_state=Subquery(latest_run.values("state")[:1]),
@@ -73,7 +58,7 @@ def benchmark_recent_runs(*, benchmark: Benchmark, limit: int = 30) -> list[Run]
         .prefetch_related(
             Prefetch(
                 "measurements",
-                queryset=Measurement.objects.filter(metric=DEFAULT_CHART_METRIC),
+                queryset=Measurement.objects.filter(metric=DECODE_TOK_S),
                 to_attr="decode_measurements",
             )
         )
@@ -82,56 +67,6 @@ def benchmark_recent_runs(*, benchmark: Benchmark, limit: int = 30) -> list[Run]
     for run in runs:
         run.decode = run.decode_measurements[0] if run.decode_measurements else None
     return runs
-
-
-def benchmark_chart(*, benchmark: Benchmark, metric: str = DEFAULT_CHART_METRIC) -> dict:
-    """One series per variant (ladder order) of `metric` over the benchmark's SUCCEEDED runs.
-
-    Raises UnknownMetric for a metric outside CHART_METRICS.
-    """
-    info = CHART_METRICS.get(metric)
-    if info is None:
-        raise UnknownMetric(metric)
-    variants = list(benchmark.variants.order_by("position"))
-    points: dict[int, list[dict]] = {v.pk: [] for v in variants}
-    unit = info.unit
-    measurements = (
-        Measurement.objects.filter(run__benchmark=benchmark, run__state=Run.State.SUCCEEDED, metric=metric)
-        .select_related("run", "run__build")
-        .order_by("run__created_at", "run__id")
-    )
-    verdicts = dict(
-        Measurement.objects.filter(run__benchmark=benchmark, metric=CORRECT).values_list("run_id", "value")
-    )
-    for m in measurements:
-        run = m.run
-        if m.unit:
-            unit = m.unit
-        points.setdefault(run.variant_id, []).append(
-            {
-                "run": run.pk,
-                "batch": str(run.batch),
-                "t": run.created_at.isoformat(),
-                "value": m.value,
-                "ci_low": m.ci_low,
-                "ci_high": m.ci_high,
-                "flagged_samples": sum(1 for flag in (m.sample_flags or []) if flag),
-                "commit": run.commit,
-                "ref": run.ref,
-                "build_path": run.build.path if run.build else "",
-                "correct": None if run.pk not in verdicts else verdicts[run.pk] == 1.0,
-            }
-        )
-    return {
-        "benchmark": benchmark.slug,
-        "metric": metric,
-        "label": info.label,
-        "unit": unit,
-        "direction": info.direction,
-        "variants": [
-            {"id": v.pk, "name": v.name, "position": v.position, "points": points[v.pk]} for v in variants
-        ],
-    }
 
 
 # --- runs ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from runners.build.errors import BuildFailure
 from runners.build.prepare import prepare_engine
 from runners.contract import JobSpec, SpecError
 
-from .conftest import BASE_TAG, git, installed_vllm
+from .conftest import BASE_TAG, installed_vllm
 
 LOGGER = "vllm/logger.py"
 

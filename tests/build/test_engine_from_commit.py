@@ -6,7 +6,7 @@ import pytest
 
 from runners.job import run_job
 
-from .conftest import BASE_TAG, installed_vllm
+from .conftest import installed_vllm
 
 LLAMA = "vllm/model_executor/models/llama.py"
 FORCED_TOKEN = 7

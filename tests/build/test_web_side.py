@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from benchsite.bench import selectors, services
+from benchsite.bench import history, services
 from benchsite.bench.models import Benchmark, Build, EngineSource, Patch, Run, Variant
 from runners.contract import BUILD_PATHS, FAILURE_KINDS, MAX_PATCH_BYTES, JobSpec
 
@@ -89,8 +89,9 @@ def test_completed_run_records_the_build_and_the_resolved_commit(git_benchmark):
     assert (run.build.path, run.build.engine_version, run.build.duration_s) == ("overlay", "0.32.0", 2.5)
     assert [p.name for p in run.build.patches.all()] == ["bench.patch"]
     assert run.artifacts.get(kind="build_log").content == "built"
-    [point] = selectors.benchmark_chart(benchmark=git_benchmark)["variants"][0]["points"]
-    assert (point["commit"], point["ref"], point["build_path"]) == (SHA, "main", "overlay")
+    chart = history.benchmark_history(benchmark=git_benchmark, metric="decode_tok_s")
+    [point] = chart["variants"][0]["points"]
+    assert (chart["axis"][point["x"]]["commit"], point["ref"], point["build"]) == (SHA, "main", "overlay")
 
 
 def test_failed_build_is_a_patch_failure_on_the_run_page(client, git_benchmark):

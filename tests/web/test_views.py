@@ -133,7 +133,7 @@ def test_chart_endpoint_has_points_of_succeeded_runs_only(client, history, ladde
     assert sorted(point_runs) == sorted(succeeded)
     p = data["variants"][1]["points"][1]
     run = history[(2, 2)]
-    assert p == {"run": run.pk, "x": 2, "y": 301.2, "lo": 300.2, "hi": 302.2}
+    assert p == {"run": run.pk, "x": 2, "y": 301.2, "lo": 300.2, "hi": 302.2, "ref": "", "build": "installed"}
     assert data["axis"]["2"] == {"commit": "0123abcd" * 5, "batch": str(run.batch), "t": history[(2, 1)].created_at.isoformat()}
     # runs of one trigger (no commit: the installed engine) share an x position, so they line up
     assert data["variants"][0]["points"][0]["x"] == data["variants"][1]["points"][0]["x"] == 0
