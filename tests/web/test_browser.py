@@ -1,7 +1,8 @@
 """The dashboard in real headless Chromium (Debian `chromium` + `chromium-driver`, driven by Selenium).
 
 The chart must render from the JSON endpoint with Chart.js served from static files, and its
-points must be the database's. Screenshots go to $BENCH_SCREENSHOT_DIR (default docs/screenshots/, shown in the README).
+points must be the database's. Screenshots go to $BENCH_SCREENSHOT_DIR (default var/screenshots/; the README's
+come from `BENCH_SCREENSHOT_DIR=docs/screenshots pytest tests/web/test_browser.py`), so a test run never dirties the tree.
 """
 import os
 import shutil
@@ -16,7 +17,7 @@ from .conftest import add_server_log
 
 CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/lib/chromium/chromium")  # the binary, not the /usr/bin wrapper
 CHROMEDRIVER = os.environ.get("BENCH_CHROMEDRIVER", shutil.which("chromedriver") or "/usr/bin/chromedriver")
-SCREENSHOT_DIR = Path(os.environ.get("BENCH_SCREENSHOT_DIR", Path(__file__).resolve().parents[2] / "docs" / "screenshots"))
+SCREENSHOT_DIR = Path(os.environ.get("BENCH_SCREENSHOT_DIR", Path(__file__).resolve().parents[2] / "var" / "screenshots"))
 WAIT_S = 20
 
 from selenium import webdriver  # a dev dependency: its absence is an install error, not a skip
