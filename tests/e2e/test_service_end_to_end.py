@@ -6,6 +6,7 @@ while it is being probed, then a run triggered from the web form, which must suc
 same worker after both failures. Three engine starts (one of them fails at once)."""
 import os
 import signal
+import statistics
 import uuid
 from pathlib import Path
 
@@ -103,8 +104,12 @@ def test_engine_failures_then_a_form_run_succeeds_on_the_real_engine(
     assert run.state == Run.State.SUCCEEDED, f"{run.state}: {run.error}\n{explain()}"
     assert run.worker_host and run.started_at <= run.finished_at
     decode = run.measurements.get(metric="decode_tok_s")
-    assert decode.value > 0 and len(decode.samples) == 2 and decode.direction == "higher"
-    assert decode.details["tokens_per_repeat"] == [16, 16]
+    assert decode.value > 0 and decode.direction == "higher"
+    # 2 repeats asked; a repeat flagged as a burst is kept apart and replaced (up to 5 extra)
+    assert len(decode.sample_flags) == len(decode.samples) == len(decode.details["tokens_per_repeat"])
+    clean = [v for v, flag in zip(decode.samples, decode.sample_flags) if not flag]
+    assert clean and decode.value == pytest.approx(statistics.median(clean))  # flagged repeats never count
+    assert set(decode.details["tokens_per_repeat"]) == {16}
     assert run.measurements.get(metric="itl_ms_p50").value > 0
     assert "Application startup complete" in run.artifacts.get(kind="server_log").content
     assert _pids_with_marker(healthy_marker) == []  # a normal stop leaves no engine process behind

@@ -8,7 +8,8 @@ import pytest
 
 from . import scenarios
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
+# Production infrastructure (private Redis, real workers): `make test` runs them in the PostgreSQL pass.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_pass, pytest.mark.timeout(150)]
 
 
 def test_a_worker_killed_mid_run_is_reaped_with_the_reason_and_its_orphaned_engine_stopped(service):

@@ -16,7 +16,8 @@ from tests.hooks.conftest import sign
 from .conftest import _service
 from .harness import restore_app
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
+# Production infrastructure (private Redis, real workers): `make test` runs them in the PostgreSQL pass.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_pass, pytest.mark.timeout(150)]
 
 WEBHOOK_SECRET = f"planted-webhook-{uuid.uuid4().hex}"
 GITHUB_TOKEN = f"ghp_planted{uuid.uuid4().hex}"

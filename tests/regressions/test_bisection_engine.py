@@ -44,6 +44,7 @@ def sixteen_commits(tmp_path):
 
 
 @pytest.mark.engine
+@pytest.mark.slow  # six engine starts, 5+ minutes: `make test-slow`, not `make test`
 @pytest.mark.timeout(1500)
 def test_bisected_to_the_slow_commit_on_the_cpu_engine(db, sixteen_commits, tiny_model_dir, tmp_path, monkeypatch,
                                                         settings, django_capture_on_commit_callbacks):
