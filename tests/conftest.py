@@ -37,6 +37,7 @@ def _database_url(settings_dict) -> str:
     return f"postgres://{auth}{settings_dict.get('HOST') or '127.0.0.1'}:{settings_dict.get('PORT') or 5432}/{settings_dict['NAME']}"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Mark the tests that use a database, so the PostgreSQL pass runs those and not the
     pure-Python ones (`pytest -m database`)."""
