@@ -77,6 +77,24 @@ def _point_app_at(app, broker_url, result_backend, transport_options):
 
 
 @pytest.fixture
+def sent(monkeypatch):
+    """Tasks sent to the broker, recorded instead of sent (for tests that need no broker)."""
+    calls = []
+
+    class Result:
+        id = "task-1"
+
+    def send_task(name, args=None, **options):
+        calls.append((name, args, options))
+        return Result()
+
+    from benchsite.celery import app
+
+    monkeypatch.setattr(app, "send_task", send_task)
+    return calls
+
+
+@pytest.fixture
 def redis_broker():
     """A clean Redis database used as broker and result backend by this process and the workers."""
     client = redis.Redis.from_url(TEST_REDIS_URL)

@@ -20,24 +20,6 @@ SHA_B = "b" * 40
 SHA_C = "c" * 40
 
 
-@pytest.fixture
-def sent(monkeypatch):
-    """Tasks sent to the broker, recorded instead of sent (a webhook's work is DB rows + enqueue)."""
-    calls = []
-
-    class Result:
-        id = "task-1"
-
-    def send_task(name, args=None, **options):
-        calls.append((name, args, options))
-        return Result()
-
-    from benchsite.celery import app
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
-
-
 def make_benchmark(slug: str, repo_url: str = REPO_HTTPS + ".git") -> Benchmark:
     source, _ = EngineSource.objects.get_or_create(name=repo_url, defaults={"kind": "git", "repo_url": repo_url})
     benchmark = Benchmark.objects.create(name=slug, slug=slug, model="/models/tiny", engine_source=source)

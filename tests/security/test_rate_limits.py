@@ -8,7 +8,7 @@ from django.core.cache import cache
 
 from benchsite.hooks import services as hook_services
 from benchsite.hooks.models import WebhookDelivery
-from tests.hooks.conftest import github_push, sent, sign, watched  # noqa: F401 - fixtures
+from tests.hooks.conftest import github_push, sign, watched  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 

@@ -19,24 +19,6 @@ def benchmark():
     return b
 
 
-@pytest.fixture
-def sent(monkeypatch):
-    """Tasks sent to the broker, recorded instead of sent (these tests need no broker)."""
-    calls = []
-
-    class Result:
-        id = "task-1"
-
-    def send_task(name, args=None, **options):
-        calls.append((name, args, options))
-        return Result()
-
-    from benchsite.celery import app
-
-    monkeypatch.setattr(app, "send_task", send_task)
-    return calls
-
-
 def test_trigger_creates_one_queued_run_per_variant_and_enqueues_on_commit(
     benchmark, sent, django_capture_on_commit_callbacks
 ):
