@@ -23,12 +23,9 @@ WAIT_S = 20
 from selenium import webdriver  # a dev dependency: its absence is an install error, not a skip
 
 if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()):
-    # `make test` installs them (the `browser` target checks these same paths). A skip would hide
-    # a missing browser in CI, so only an explicit opt-out skips.
-    message = f"headless Chromium is required: {CHROMIUM} or {CHROMEDRIVER} is missing (run `make browser`)"
-    if os.environ.get("BENCH_SKIP_BROWSER") != "1":
-        raise RuntimeError(message)
-    pytest.skip(message, allow_module_level=True)
+    # `make test` installs them (the `browser` target checks these same paths): a missing browser
+    # is an install error, never a skip.
+    raise RuntimeError(f"headless Chromium is required: {CHROMIUM} or {CHROMEDRIVER} is missing (run `make browser`)")
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
