@@ -11,6 +11,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+from runners.engine.guard import describe_rc
+
 MAX_RESTARTS = 5  # within RESTART_WINDOW_S, then the supervisor gives up on the child
 RESTART_WINDOW_S = 60.0
 
@@ -46,10 +48,10 @@ class Supervisor:
                 recent.popleft()
             if len(recent) >= MAX_RESTARTS:
                 raise CrashLoop(f"{name} exited {len(recent) + 1} times within {RESTART_WINDOW_S:.0f} s (last: "
-                                f"{describe_exit(proc.returncode)}); see {self.log_dir / (name + '.log')}")
+                                f"{describe_rc(proc.returncode)}); see {self.log_dir / (name + '.log')}")
             self._reap_group(proc.pid)
             recent.append(now)
-            self.say(f"{name} exited with {describe_exit(proc.returncode)}: restarting it "
+            self.say(f"{name} exited with {describe_rc(proc.returncode)}: restarting it "
                      f"({len(recent)} of {MAX_RESTARTS} restarts allowed per {RESTART_WINDOW_S:.0f} s)")
             self.start(name)
             restarted.append(name)
@@ -73,11 +75,3 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
 
-
-def describe_exit(rc: int) -> str:
-    if rc < 0:
-        try:
-            return f"signal {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"signal {-rc}"
-    return f"code {rc}"
