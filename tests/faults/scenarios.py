@@ -65,8 +65,10 @@ def worker_sigkill(svc: Service) -> dict:
     svc.wait_run(run.id, lambda r: r.phase == "probing decode", 60, "the run to decode")
     record = svc.wait_engine_record()
     pgid = record["pgid"]
+    # A whole-tree kill, the engine orphaned. The guard first: killed after the worker, it could
+    # get its parent-death SIGTERM in between and stop the engine itself (it did once under load).
+    os.kill(pgid, signal.SIGKILL)
     svc.workers.kill("gpu")
-    os.kill(pgid, signal.SIGKILL)  # the guard too: a whole-tree kill, the engine is orphaned
     t0 = time.monotonic()
     time.sleep(1)
     assert group_alive(pgid), "the engine should outlive its guard here: nothing to reap"
