@@ -185,6 +185,11 @@ class Run(models.Model):
     attempts = models.PositiveSmallIntegerField(default=1, help_text="Executions started: 2 once the reaper "
                                                 "re-queued a run whose worker was lost (BENCH_REAPER_REQUEUE).")
     worker_host = models.CharField(max_length=200, blank=True)
+    host_info = models.JSONField(default=dict, blank=True, help_text="What the worker reported of its machine: "
+                                 "host name, GPU model and count, driver, CPU model (runners.hostinfo).")
+    host_fingerprint = models.CharField(max_length=300, blank=True, db_index=True,
+                                        help_text="GPU model and count, driver, CPU model: verdicts compare "
+                                                  "only runs of the same fingerprint. Empty: an older worker.")
     phase = models.CharField(max_length=100, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .comparisons import correctness_judge, runs_compare_comm_ab
+from runners import hostinfo
 from runners.contract import BUILD_PATHS, FAILURE_KINDS, JobSpec, SpecError, check_ref, is_full_sha, patch_sha256
 
 from .models import Artifact, Benchmark, Build, EngineSource, Measurement, Patch, Run, Variant
@@ -224,11 +225,15 @@ def run_complete(*, run_id: int, result: dict, task_id: str = "") -> bool:
             )
         _store_artifacts(run, result.get("artifacts", []))
         _record_build(run, result.get("build"))
+        if result.get("host"):
+            run.host_info = result["host"]
+            run.host_fingerprint = hostinfo.fingerprint(result["host"])[:300]
         run.state = Run.State.SUCCEEDED
         run.phase = "done"
         run.finished_at = run.heartbeat_at = timezone.now()
         run.took_effect = result.get("took_effect") if isinstance(result.get("took_effect"), dict) else {}
-        run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at", "took_effect"])
+        run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at", "took_effect", "host_info",
+                                "host_fingerprint"])
     correctness_judge(run=run)
     runs_compare_comm_ab(run=run)
     transaction.on_commit(partial(run_finished.send, sender=Run, run_id=run.id))

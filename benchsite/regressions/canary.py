@@ -15,7 +15,7 @@ from runners import contract
 from . import edivisive
 from .models import Canary, CanaryRun, ChangePoint
 from .samples import run_figure
-from .series import series_key
+from .series import same_machine, series_key
 from .thresholds import judged_metrics, threshold_for
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def canaries_trigger_due(*, now=None) -> list[Run]:
 
 def _canary_points(canary: Canary, run: Run, metric: str) -> list[tuple[Run, float]]:
     incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=contract.CORRECT, value=0)
-    runs = (Run.objects.filter(canary_run__canary=canary, state=Run.State.SUCCEEDED, worker_host=run.worker_host)
+    runs = (Run.objects.filter(same_machine(run), canary_run__canary=canary, state=Run.State.SUCCEEDED)
             .exclude(Exists(incorrect)).order_by("created_at", "id"))
     by_run = {m.run_id: m for m in Measurement.objects.filter(run__in=runs, metric=metric)}
     points = [(r, run_figure(by_run[r.id])) for r in runs if r.id in by_run]

@@ -14,7 +14,7 @@ from . import conf
 from .alerts import alerts_queue
 from .models import ChangePoint, Verdict
 from .samples import run_figure
-from .series import Point, series_key, series_points
+from .series import Point, same_machine, series_key, series_points
 from .verdicts import unaccepted_change_runs
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def changepoint_from_verdict(*, run: Run, verdict: Verdict) -> ChangePoint | Non
 
 def changepoint_incorrect_output(*, run: Run) -> ChangePoint:
     """A newly incorrect output: a change point of 'correct' at this run (1 -> 0)."""
-    previous = (Run.objects.filter(benchmark_id=run.benchmark_id, variant_id=run.variant_id, worker_host=run.worker_host,
+    previous = (Run.objects.filter(same_machine(run), benchmark_id=run.benchmark_id, variant_id=run.variant_id,
                                    state=Run.State.SUCCEEDED, created_at__lt=run.created_at)
                 .order_by("-created_at", "-id").first())
     cp, _ = ChangePoint.objects.get_or_create(

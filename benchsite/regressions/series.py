@@ -2,9 +2,10 @@
 metric, in run order; only successful runs with a correct output and a clean figure."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
 from benchsite.bench.models import Measurement, Run
 from runners import contract
@@ -19,13 +20,25 @@ class Point:
 
 
 def host_fingerprint(run: Run) -> str:
-    """What is known of the machine: the worker's host name (workers report no GPU, driver or
-    CPU model yet; when they do, they belong here). '' when the run was never claimed."""
-    return run.worker_host or ""
+    """What is known of the machine: GPU model and count, driver and CPU model as the worker
+    reported them; for a run of an older worker that reported none, its host name."""
+    return run.host_fingerprint or (f"host {run.worker_host}" if run.worker_host else "")
+
+
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def series_key(run: Run) -> str:
-    return f"{run.benchmark.slug}/{run.variant.name}/{run.benchmark.gpu_pool}/{host_fingerprint(run) or '?'}"
+    fp = run.host_fingerprint and _short(run.host_fingerprint)  # a fingerprint is long: its hash keeps keys short
+    return f"{run.benchmark.slug}/{run.variant.name}/{run.benchmark.gpu_pool}/{fp or run.worker_host or '?'}"
+
+
+def same_machine(run: Run) -> Q:
+    """Runs comparable with `run`: the same fingerprint; without one (an older worker), the same host."""
+    if run.host_fingerprint:
+        return Q(host_fingerprint=run.host_fingerprint)
+    return Q(host_fingerprint="", worker_host=run.worker_host)
 
 
 def is_incorrect(run: Run) -> bool:
@@ -34,8 +47,8 @@ def is_incorrect(run: Run) -> bool:
 
 def _same_series_runs(run: Run):
     incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=contract.CORRECT, value=0)
-    return (Run.objects.filter(benchmark_id=run.benchmark_id, variant_id=run.variant_id, state=Run.State.SUCCEEDED,
-                               worker_host=run.worker_host)
+    return (Run.objects.filter(same_machine(run), benchmark_id=run.benchmark_id, variant_id=run.variant_id,
+                               state=Run.State.SUCCEEDED)
             .exclude(Exists(incorrect))
             .exclude(bisect_steps__isnull=False)  # old commits run late: not part of the timeline
             .exclude(canary_run__isnull=False)  # the fixed commit: a series of its own

@@ -16,7 +16,7 @@ from . import conf, judging
 from .canary import canary_shift
 from .models import ChangePoint, Verdict
 from .samples import run_figure
-from .series import Point, is_incorrect, series_key, series_points
+from .series import Point, host_fingerprint, is_incorrect, same_machine, series_key, series_points
 from .thresholds import judged_metrics, threshold_for
 
 Kind = Verdict.Kind
@@ -49,7 +49,7 @@ def baseline_points(*, run: Run, metric: str) -> tuple[list[Point], ChangePoint 
 
 
 def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:
-    where = f"host {run.worker_host or '?'}, pool {run.benchmark.gpu_pool}"
+    where = f"{host_fingerprint(run) or 'an unknown host'}, pool {run.benchmark.gpu_pool}"
     since = f", since the expected change at run #{reset.run_id}" if reset else ""
     if not history:
         return f"no earlier correct run of {run.variant.name} on {where}{since}"
@@ -58,6 +58,19 @@ def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:
     mine = run.build.engine_version if run.build else ""
     engine = f"; engine build {', '.join(builds)} vs this run's {mine}" if mine and builds and builds != [mine] else ""
     return f"mean of {len(history)} earlier correct runs of {run.variant.name} on {where}{since}: {ids}{engine}"
+
+
+def host_change_note(run: Run) -> str:
+    """'host changed ...' when the previous run of this benchmark and variant ran on a machine of
+    another fingerprint (a comparison across machines is never made silently); else ''."""
+    previous = (Run.objects.filter(benchmark_id=run.benchmark_id, variant_id=run.variant_id, state=Run.State.SUCCEEDED,
+                                   created_at__lte=run.created_at, bisect_steps__isnull=True, canary_run__isnull=True)
+                .exclude(id=run.id).exclude(created_at=run.created_at, id__gt=run.id)
+                .order_by("-created_at", "-id").first())
+    if previous is None or Run.objects.filter(same_machine(run), id=previous.id).exists():
+        return ""
+    return (f"host changed: the previous run #{previous.id} ran on {host_fingerprint(previous) or 'an unknown host'}, "
+            f"this one on {host_fingerprint(run) or 'an unknown host'}")
 
 
 def judge(*, value: float, history: list[float], direction: str, threshold: float,
@@ -76,8 +89,13 @@ def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
     value = run_figure(measurement)
     if value is None:
         return {**fields, "kind": Kind.NOT_ENOUGH_DATA, "note": "every repeat was flagged: no clean sample"}
+    moved = host_change_note(run)
+    if moved and not history:
+        return {**fields, "value": value, "kind": Kind.NOT_ENOUGH_DATA, "note": f"not comparable: {moved}"}
     verdict = judge(value=value, history=[p.value for p in history], direction=contract.METRICS[metric].direction,
                     threshold=threshold, incorrect=incorrect)
+    if moved:
+        verdict["note"] = f"{moved}; compared only with runs on this one. {verdict.get('note', '')}".strip()
     shift = canary_shift(run=run, metric=metric, since=history[0].run.created_at) if history else None
     if shift is not None and verdict["kind"] in (Kind.REGRESSION, Kind.IMPROVEMENT):
         verdict["note"] = (f"the canary (a fixed commit) moved {shift.change * 100:+.1f}% on this host since the "
@@ -86,8 +104,9 @@ def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
 
 
 def _previous_correctness(run: Run) -> float | None:
-    return (Measurement.objects.filter(run__benchmark_id=run.benchmark_id, run__variant_id=run.variant_id,
-                                       run__worker_host=run.worker_host, run__state=Run.State.SUCCEEDED,
+    comparable = Run.objects.filter(same_machine(run))
+    return (Measurement.objects.filter(run__in=comparable, run__benchmark_id=run.benchmark_id, run__variant_id=run.variant_id,
+                                       run__state=Run.State.SUCCEEDED,
                                        metric=contract.CORRECT, run__created_at__lt=run.created_at)
             .order_by("-run__created_at", "-run_id").values_list("value", flat=True).first())
 

@@ -25,13 +25,15 @@ def benchmark(db):
 
 
 def add_run(benchmark, value, *, host="host-a", correct=True, samples=None, flags=None, commit="",
-            metric=contract.DECODE_TOK_S, state=Run.State.SUCCEEDED, variant=None) -> Run:
+            metric=contract.DECODE_TOK_S, state=Run.State.SUCCEEDED, variant=None, fingerprint="") -> Run:
     """A finished run whose figure for `metric` is `value` (samples: three repeats at `value`
-    unless given)."""
+    unless given). `fingerprint`: the machine's (runners.hostinfo.fingerprint); '' as from an
+    older worker, whose runs are compared by host name."""
     variant = variant or benchmark.variants.get()
     now = timezone.now()
     run = Run.objects.create(benchmark=benchmark, variant=variant, batch=uuid.uuid4(), state=state, commit=commit,
-                             ref="main", worker_host=host, started_at=now, finished_at=now)
+                             ref="main", worker_host=host, host_fingerprint=fingerprint, started_at=now,
+                             finished_at=now)
     if state != Run.State.SUCCEEDED:
         return run
     info = contract.METRICS[metric]
