@@ -1,8 +1,7 @@
 """The GPU side of a run: claim, execute the job with runners/, report back.
 
 It imports no model and opens no database connection: a GPU host needs only the broker
-URL and the artifact storage (bench/artifacts.py), where it writes logs and traces itself.
-Everything else it learns goes to the web queue as plain JSON messages.
+URL. Everything it learns goes to the web queue as plain JSON messages.
 """
 import logging
 import os
@@ -18,8 +17,6 @@ from django.conf import settings
 from runners.engine import orphans
 from runners.hostinfo import host_info
 from runners.job import JobError, run_job
-
-from .artifacts import store_all
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +90,6 @@ def _claim(task, run_id: int) -> bool:
         raise task.retry(countdown=30) from None
 
 
-def _store(reporter: Reporter, artifacts: list[dict]) -> list[dict]:
-    """Stream the job's files into the artifact storage (the same one the web reads); only
-    references go through the broker. One that cannot be stored (disk full) says why, and
-    the run's measurements still go."""
-    if artifacts:
-        reporter.progress("storing artifacts")
-    return store_all(reporter.run_id, artifacts)
-
-
 def execute(task, run_id: int, spec: dict) -> str:
     if not _claim(task, run_id):
         log.info("run %s was cancelled or taken by another worker: skipped", run_id)
@@ -114,7 +102,7 @@ def execute(task, run_id: int, spec: dict) -> str:
             message, kind = str(exc), exc.failure_kind
             if isinstance(exc.__cause__, SoftTimeLimitExceeded):
                 message, kind = f"time limit reached (the engine was stopped) during {message}", "timeout"
-            reporter.send_final("bench.record_failure", message, _store(reporter, exc.artifacts), kind, exc.build)
+            reporter.send_final("bench.record_failure", message, exc.artifacts, kind, exc.build)
             return "failed"
         except SoftTimeLimitExceeded:
             reporter.send_final("bench.record_failure", f"time limit reached during phase {reporter.phase!r}", [],
@@ -124,7 +112,6 @@ def execute(task, run_id: int, spec: dict) -> str:
             log.exception("run %s crashed", run_id)
             reporter.send_final("bench.record_failure", f"worker error: {type(exc).__name__}: {exc}", [], "worker")
             return "failed"
-        result["artifacts"] = _store(reporter, result["artifacts"])
         # The machine's fingerprint (GPU model and count, driver, CPU): verdicts compare within it.
         reporter.send_final("bench.record_result", {**result, "host": host_info()})
     return "succeeded"
