@@ -85,7 +85,8 @@ TEMPLATES = [
 
 _database_url = env_str("DATABASE_URL", "") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
 try:
-    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+    # Health checks: a connection broken while idle (database restarted) is replaced before use.
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
 except ValueError as exc:  # unknown scheme, malformed URL
     from django.core.exceptions import ImproperlyConfigured
 
@@ -152,6 +153,8 @@ BENCH_REAPER_REQUEUE = env_bool("BENCH_REAPER_REQUEUE", False)
 # A QUEUED run older than this whose message is in no queue (a broker restarted without its
 # data) is sent again by the reaper; the claim is conditional, so a duplicate is harmless.
 BENCH_REQUEUE_LOST_AFTER_S = env_int("BENCH_REQUEUE_LOST_AFTER_S", 600, minimum=1)
+# Web-queue messages that meet an unreachable database are retried, the wait doubling up to this.
+BENCH_DB_RETRY_BACKOFF_MAX_S = env_int("BENCH_DB_RETRY_BACKOFF_MAX_S", 30, minimum=1)
 # How long the GPU worker keeps retrying a result while the broker is unreachable.
 BENCH_RESULT_SEND_TIMEOUT_S = env_int("BENCH_RESULT_SEND_TIMEOUT_S", 3600, minimum=1)
 # Between SIGTERM and SIGKILL for an engine left behind by a killed worker (stopped at its next start).

@@ -277,3 +277,15 @@ class Annotation(models.Model):
 
     def __str__(self):
         return self.text
+
+
+class ReaperState(models.Model):
+    """One row: when the reaper last ran and since when the web side has been hearing heartbeats
+    without a gap (a database outage or a stopped web worker leaves heartbeats unheard in the
+    queue, and their silence must not fail live runs)."""
+
+    last_tick_at = models.DateTimeField()
+    listening_since = models.DateTimeField()
+
+    def __str__(self):
+        return f"reaper: listening since {self.listening_since:%Y-%m-%d %H:%M:%S}"

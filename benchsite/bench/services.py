@@ -13,7 +13,7 @@ from .comparisons import correctness_judge, runs_compare_comm_ab
 from runners import hostinfo
 from runners.contract import BUILD_PATHS, FAILURE_KINDS, JobSpec, SpecError, check_ref, is_full_sha, patch_sha256
 
-from .models import Artifact, Benchmark, Build, EngineSource, Measurement, Patch, Run, Variant
+from .models import Artifact, Benchmark, Build, EngineSource, Measurement, Patch, ReaperState, Run, Variant
 from .signals import run_finished
 
 log = logging.getLogger(__name__)
@@ -277,11 +277,35 @@ def run_cancel(*, run: Run) -> bool:
     return bool(updated)
 
 
-def runs_reap_stale(*, now=None) -> int:
+def reaper_listening_since(*, now=None):
+    """Record a reaper tick; return since when the web side has been hearing heartbeats.
+
+    A gap between ticks longer than half the heartbeat timeout (at least two reaper intervals)
+    means the database or the web worker was away: heartbeats sent meanwhile still wait in the
+    queue (retried with backoff), so silence before now proves nothing."""
+    now = now or timezone.now()
+    gap = timedelta(seconds=max(2 * settings.BENCH_REAPER_INTERVAL_S, settings.BENCH_HEARTBEAT_TIMEOUT_S / 2))
+    with transaction.atomic():
+        state, created = ReaperState.objects.select_for_update().get_or_create(
+            id=1, defaults={"last_tick_at": now, "listening_since": now})
+        if not created:
+            if now - state.last_tick_at > gap:
+                log.warning("reaper: no tick for %d s (database or web worker away): heartbeats are judged "
+                            "from now on", (now - state.last_tick_at).total_seconds())
+                state.listening_since = now
+            state.last_tick_at = now
+            state.save(update_fields=["last_tick_at", "listening_since"])
+    return state.listening_since
+
+
+def runs_reap_stale(*, now=None, listening_since=None) -> int:
     """Fail active runs whose worker stopped sending heartbeats (killed worker, lost host); with
-    BENCH_REAPER_REQUEUE, a run on its first attempt is queued again instead."""
+    BENCH_REAPER_REQUEUE, a run on its first attempt is queued again instead. With
+    LISTENING_SINCE (reaper_listening_since), only a silence heard for a whole timeout counts."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.BENCH_HEARTBEAT_TIMEOUT_S)
+    if listening_since is not None and listening_since > cutoff:
+        return 0
     reaped = 0
     for run in Run.objects.filter(state__in=Run.ACTIVE_STATES, heartbeat_at__lt=cutoff):
         age = int((now - run.heartbeat_at).total_seconds())

@@ -4,15 +4,18 @@ The GPU side's task lives in gpu_tasks.py, which imports no model. Task names ar
 a GPU host may run an older or newer checkout than the web. Messages from GPU workers are
 checked first (messages.py): a bad one is logged and dropped. While the database is away, a
 message is retried with backoff (acks_late keeps it in the broker meanwhile), so results sent
-by GPU workers land once it returns.
+by GPU workers land once it returns; Celery's Django fixup closes the broken connection after
+each failed attempt, and the reaper does not judge heartbeats that could not be heard.
 """
 from celery import shared_task
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from . import messages, services
 
-# Database away (restart, failover, network): retry, 1 s then doubling up to 30 s, for hours.
-DB_RETRY = {"autoretry_for": (OperationalError, InterfaceError), "retry_backoff": 1, "retry_backoff_max": 30,
+# Database away (restart, failover, network): retry, 1 s then doubling up to 30 s (default), for hours.
+DB_RETRY = {"autoretry_for": (OperationalError, InterfaceError), "retry_backoff": 1,
+            "retry_backoff_max": settings.BENCH_DB_RETRY_BACKOFF_MAX_S,
             "retry_jitter": False, "max_retries": 500, "acks_late": True}
 
 
@@ -44,7 +47,7 @@ def record_failure(run_id: int, error: str, artifacts: list | None = None, failu
 
 @shared_task(name="bench.reap_stale_runs")
 def reap_stale_runs() -> int:
-    return services.runs_reap_stale()
+    return services.runs_reap_stale(listening_since=services.reaper_listening_since())
 
 
 @shared_task(name="bench.requeue_lost_runs")

@@ -3,20 +3,23 @@ import pytest
 
 from tests.conftest import _database_url
 
-from .harness import FaultWorkers, PrivateRedis, fault_benchmark, point_app_at, restore_app
-from .scenarios import Service
+from .harness import FaultWorkers, PrivateRedis, fault_benchmark, point_app_at, proxied_database_url, restore_app
+from .scenarios import DATABASE_DOWN_ENV, Service
 
 
-def _service(tmp_path, transactional_db, extra_env=None, visibility_timeout_s=3600):
+def _service(tmp_path, transactional_db, extra_env=None, visibility_timeout_s=3600, db_proxy=False):
     from django.db import connection
 
     redis = PrivateRedis(tmp_path)
     redis.start()
     env = {"BENCH_VISIBILITY_TIMEOUT_S": str(visibility_timeout_s), **(extra_env or {})}
-    workers = FaultWorkers(redis.url, _database_url(connection.settings_dict), tmp_path, extra_env=env)
+    database_url, proxy = _database_url(connection.settings_dict), None
+    if db_proxy:
+        proxy, database_url = proxied_database_url(database_url)
+    workers = FaultWorkers(redis.url, database_url, tmp_path, extra_env=env)
     saved = point_app_at(redis.url, visibility_timeout_s)
     gate = tmp_path / "gate"
-    return Service(redis=redis, workers=workers, benchmark=fault_benchmark(gate), gate=gate), saved
+    return Service(redis=redis, workers=workers, benchmark=fault_benchmark(gate), gate=gate, db_proxy=proxy), saved
 
 
 @pytest.fixture
@@ -36,5 +39,17 @@ def short_visibility_service(tmp_path, transactional_db):
     svc.workers.start_service()
     yield svc
     svc.workers.stop()
+    restore_app(saved)
+    svc.redis.kill()
+
+
+@pytest.fixture
+def proxied_db_service(tmp_path, transactional_db):
+    """The workers reach PostgreSQL through a TcpProxy that the test can cut."""
+    svc, saved = _service(tmp_path, transactional_db, extra_env=DATABASE_DOWN_ENV, db_proxy=True)
+    svc.workers.start_service()
+    yield svc
+    svc.workers.stop()
+    svc.db_proxy.stop()
     restore_app(saved)
     svc.redis.kill()

@@ -30,6 +30,7 @@ FAULT_ENV = {
     "BENCH_ORPHAN_GRACE_S": "2",
     "BENCH_ENGINE_GUARD_GRACE_S": "2",
     "BENCH_RESULT_SEND_TIMEOUT_S": "120",
+    "BENCH_DB_RETRY_BACKOFF_MAX_S": "2",
 }
 
 
@@ -210,3 +211,19 @@ def restore_app(saved) -> None:
 
     _set_backend(app, saved[1])
     _point_app_at(app, *saved)
+
+
+def proxied_database_url(database_url: str):
+    """A started TcpProxy in front of DATABASE_URL's PostgreSQL, and the URL that goes through it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from .tcp_proxy import TcpProxy
+
+    parts = urlsplit(database_url)
+    if not parts.scheme.startswith("postgres"):
+        raise ValueError(f"a database outage is injected through a TCP proxy to PostgreSQL, not {parts.scheme!r}")
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    proxy.start()
+    auth = parts.netloc.rpartition("@")[0]
+    netloc = f"{auth}@127.0.0.1:{proxy.port}" if auth else f"127.0.0.1:{proxy.port}"
+    return proxy, urlunsplit(parts._replace(netloc=netloc))

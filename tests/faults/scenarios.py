@@ -22,6 +22,7 @@ class Service:
     workers: FaultWorkers
     benchmark: object  # bench.models.Benchmark
     gate: Path  # the "gated" variant's engine answers its correctness request once this file exists
+    db_proxy: object = None  # a TcpProxy between the workers and PostgreSQL (database_down)
 
     def trigger(self, variant: str):
         from benchsite.bench import services
@@ -168,3 +169,46 @@ def cancel_running(svc: Service) -> dict:
     after = svc.run(run.id)
     assert after.state == "CANCELLED" and not after.measurements.exists(), (after.state, after.error)
     return _result("cancel_running", 0, time.monotonic() - t0, engine_gone_s=round(gone_s, 2), state=after.state)
+
+
+# database_down: its clocks. The outage outlasts the heartbeat timeout, so a reaper that judged
+# unheard heartbeats would fail the run; retries wait at most BENCH_DB_RETRY_BACKOFF_MAX_S.
+DATABASE_DOWN_ENV = {"BENCH_HEARTBEAT_TIMEOUT_S": "6", "BENCH_DB_RETRY_BACKOFF_MAX_S": "2"}
+DATABASE_OUTAGE_S = 8
+
+
+def database_down(svc: Service) -> dict:
+    """Cut the web worker's database (a TCP proxy in front of PostgreSQL: open connections
+    closed, new ones refused) while a run ends on the GPU side; restore it: the result waits in
+    the queue, lands once, and the service goes on."""
+    assert svc.db_proxy is not None, "database_down needs the workers' database behind a TcpProxy"
+    run = svc.trigger("gated")
+    svc.wait_run(run.id, lambda r: r.phase == "starting engine", 60, "the run to start its engine")
+    svc.wait_engine_record()
+    svc.db_proxy.cut()
+    cut_at = time.monotonic()
+    svc.gate.touch()  # the run ends now; its result meets a web side without a database
+    retried, _ = wait_until(lambda: re.search(r"bench\.record_result\[([^\]]+)\] retry: Retry in", svc.workers.log("web")),
+                            60, "the result to be retried while the database is down", explain=svc.workers.tails)
+    result_task = retried.group(1)
+    time.sleep(max(0.0, DATABASE_OUTAGE_S - (time.monotonic() - cut_at)))
+    during = svc.run(run.id)  # this process reads the database directly: it never went away
+    assert not during.is_final, f"run {run.id} became {during.state} while the web side had no database"
+    svc.db_proxy.restore()
+    outage_s = time.monotonic() - cut_at
+    t0 = time.monotonic()
+    done, _ = svc.wait_final(run.id, 60)
+    recovery_s = time.monotonic() - t0
+    assert done.state == "SUCCEEDED", done.error
+    wait_until(lambda: f"[{result_task}] succeeded" in svc.workers.log("web"), 30, "the result task to return",
+               explain=svc.workers.tails)
+    after = svc.trigger("ok")  # the web side works again end to end
+    next_run, _ = svc.wait_final(after.id)
+    assert next_run.state == "SUCCEEDED", next_run.error
+    metrics = list(svc.run(run.id).measurements.values_list("metric", flat=True))
+    assert metrics and len(metrics) == len(set(metrics)), f"measurements stored more than once: {metrics}"
+    web_log = svc.workers.log("web")
+    landed = len(re.findall(rf"\[{result_task}\] succeeded in [0-9.e-]+s: True", web_log))
+    assert landed == 1, f"the result was stored {landed} times"
+    return _result("database_down", svc.lost([run.id, after.id]), recovery_s, state=done.state,
+                   outage_s=round(outage_s, 1), measurements=len(metrics), results_stored=landed)

@@ -1,5 +1,6 @@
 """Faults injected for real: a private Redis killed and restarted, Celery workers killed with
-SIGKILL, engines that hang or die, a task delivered twice, a run cancelled while it runs.
+SIGKILL, engines that hang or die, a task delivered twice, a run cancelled while it runs, the
+web worker's PostgreSQL cut off behind a TCP proxy.
 
 The engine is the fake one (tests/faults/fake_engine.py, a real process group started by the
 real GPU worker): what is under test is our handling, not vLLM. test_real_engine.py does the
@@ -56,3 +57,12 @@ def test_cancelling_a_running_run_stops_its_engine_and_a_late_result_cannot_revi
     figures = scenarios.cancel_running(service)
     assert figures["details"]["engine_gone_s"] < 30
     assert figures["details"]["state"] == "CANCELLED"
+
+
+def test_results_sent_while_the_web_side_database_is_down_land_once_when_it_returns(proxied_db_service):
+    figures = scenarios.database_down(proxied_db_service)
+    assert figures["runs_lost"] == 0 and figures["details"]["results_stored"] == 1
+    assert figures["details"]["outage_s"] >= scenarios.DATABASE_OUTAGE_S  # longer than the heartbeat timeout
+    web_log = proxied_db_service.workers.log("web")
+    assert "OperationalError" in web_log  # the outage was real: the worker's queries failed
+    assert "heartbeats are judged from now on" in web_log  # and the reaper did not judge the unheard ones

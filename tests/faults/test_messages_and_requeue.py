@@ -101,3 +101,21 @@ def test_the_reaper_requeues_a_lost_run_once_then_fails_it(running, sent, settin
     assert services.runs_reap_stale() == 1
     run = Run.objects.get(id=run.id)
     assert run.state == Run.State.FAILED and "no heartbeat from worker gpu-2" in run.error
+
+
+def test_the_reaper_judges_only_the_silence_it_could_hear(running, settings):
+    """After a gap in its ticks (database or web worker away), heartbeats sent meanwhile still wait
+    in the queue: the reaper fails no run until it has listened for a whole timeout again."""
+    settings.BENCH_HEARTBEAT_TIMEOUT_S, settings.BENCH_REAPER_INTERVAL_S = 60, 10
+    t = timezone.now()
+    Run.objects.filter(id=running.id).update(heartbeat_at=t - timedelta(seconds=90))
+    for s in (300, 290, 280):
+        services.reaper_listening_since(now=t - timedelta(seconds=s))
+    since = services.reaper_listening_since(now=t)  # 280 s without a tick: the database was down
+    assert since == t
+    assert services.runs_reap_stale(now=t, listening_since=since) == 0
+    for s in range(10, 61, 10):  # ticking again: the same window holds
+        assert services.reaper_listening_since(now=t + timedelta(seconds=s)) == t
+    later = t + timedelta(seconds=61)
+    assert services.runs_reap_stale(now=later, listening_since=services.reaper_listening_since(now=later)) == 1
+    assert Run.objects.get(id=running.id).state == Run.State.FAILED
