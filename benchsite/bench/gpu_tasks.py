@@ -6,5 +6,5 @@ from . import gpu_worker
 
 
 @shared_task(name="bench.execute_run", bind=True, acks_late=True, max_retries=20)
-def execute_run(self, run_id: int, spec: dict):
-    return gpu_worker.execute(self, run_id, spec)
+def execute_run(self, run_id: int, spec: dict, batch: str = ""):
+    return gpu_worker.execute(self, run_id, spec, batch)

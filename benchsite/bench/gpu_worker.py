@@ -15,7 +15,8 @@ from celery.exceptions import TimeoutError as ResultTimeout
 from django.conf import settings
 
 from runners.engine import orphans
-from runners.hostinfo import host_info
+from runners.health import BatchHealthCheck, HealthConfigError
+from runners.hostinfo import fingerprint, host_info
 from runners.job import JobError, run_job
 
 log = logging.getLogger(__name__)
@@ -90,12 +91,32 @@ def _claim(task, run_id: int) -> bool:
         raise task.retry(countdown=30) from None
 
 
-def execute(task, run_id: int, spec: dict) -> str:
+_HEALTH = BatchHealthCheck()  # one per worker process: the first run of each batch pays for the check
+
+
+def _health_check(task, reporter: Reporter, batch: str) -> None:
+    """The comm probe as a host health check before a batch (runners/health.py); its figure goes
+    to the web side, which flags a host that drifted. It never costs the run."""
+    try:
+        if _HEALTH.enabled_for(batch):
+            reporter.progress("comm health check")
+            doc = _HEALTH.before_run(batch)
+            if doc is not None:
+                task.app.send_task("regressions.record_host_health", args=[{**doc, "fingerprint": fingerprint(host_info())}],
+                                   queue=settings.BENCH_WEB_QUEUE)
+    except HealthConfigError as exc:
+        log.error("no comm health check: %s", exc)
+    except Exception:  # the broker away: the run goes on without the figure
+        log.exception("comm health check before run %s not recorded", reporter.run_id)
+
+
+def execute(task, run_id: int, spec: dict, batch: str = "") -> str:
     if not _claim(task, run_id):
         log.info("run %s was cancelled or taken by another worker: skipped", run_id)
         return "skipped"
     work_dir = settings.BENCH_WORK_DIR / f"run-{run_id}"
     with Reporter(task.app, run_id, task.request.id or "") as reporter:
+        _health_check(task, reporter, batch)
         try:
             result = run_job(spec, work_dir=work_dir, report=reporter.progress)
         except JobError as exc:

@@ -75,6 +75,7 @@ def enqueue_run(run_id: int) -> None:
     result = app.send_task(
         "bench.execute_run",
         args=[run.id, run_spec(run)],
+        kwargs={"batch": str(run.batch)},  # the worker's comm health check runs once per batch
         queue=run.benchmark.queue,
         soft_time_limit=limit,
         time_limit=limit + 120,  # the soft limit stops the engine cleanly first

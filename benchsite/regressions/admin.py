@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Alert, ChangePoint, Subscription, Threshold, Verdict
+from .models import Alert, ChangePoint, HostHealth, Subscription, Threshold, Verdict
 
 
 @admin.register(Subscription)
@@ -32,3 +32,9 @@ class VerdictAdmin(admin.ModelAdmin):
     list_display = ("run", "metric", "kind", "effect", "threshold")
     list_filter = ("kind", "metric")
     raw_id_fields = ("run",)
+
+
+@admin.register(HostHealth)
+class HostHealthAdmin(admin.ModelAdmin):
+    list_display = ("hostname", "measured_at", "backend", "world_size", "bytes", "allreduce_us", "drift", "flagged")
+    list_filter = ("flagged", "hostname")

@@ -41,3 +41,31 @@ def alert_from_email() -> str:
 def confirm_regressions() -> bool:
     """Re-run a regression's commit once and alert only when the re-run agrees."""
     return _get("BENCH_CONFIRM_REGRESSIONS", env_bool("BENCH_CONFIRM_REGRESSIONS", True))
+
+
+def comm_health_drift() -> float:
+    """A host whose allreduce latency moved more than this (0.25 = 25%) from the median of its
+    own earlier checks is flagged."""
+    return _get("BENCH_COMM_HEALTH_DRIFT", _env_fraction("BENCH_COMM_HEALTH_DRIFT", 0.25))
+
+
+def comm_health_history() -> int:
+    """Earlier checks of the host the drift is measured against (the newest this many; 3 needed)."""
+    return _get("BENCH_COMM_HEALTH_HISTORY", env_int("BENCH_COMM_HEALTH_HISTORY", 10, minimum=3))
+
+
+def _env_fraction(name: str, default: float) -> float:
+    import os
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number (0.25 = 25%)") from None
+    if not value > 0:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be above 0")
+    return value

@@ -223,3 +223,29 @@ class Canary(models.Model):
 class CanaryRun(models.Model):
     canary = models.ForeignKey(Canary, on_delete=models.CASCADE, related_name="canary_runs")
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="canary_run")
+
+
+class HostHealth(models.Model):
+    """One comm health check of a worker host before a batch (runners/health.py): its allreduce
+    latency against the host's own history. A flagged host's runs say so in their verdicts."""
+
+    hostname = models.CharField(max_length=200, db_index=True)
+    fingerprint = models.CharField(max_length=300, blank=True)
+    batch = models.CharField(max_length=64, blank=True)
+    backend = models.CharField(max_length=10)
+    world_size = models.PositiveSmallIntegerField(default=0)
+    bytes = models.PositiveIntegerField()
+    allreduce_us = models.FloatField(null=True, blank=True, help_text="Median per call, slowest rank.")
+    error = models.CharField(max_length=500, blank=True)
+    baseline_us = models.FloatField(null=True, blank=True, help_text="Median of the host's earlier checks.")
+    drift = models.FloatField(null=True, blank=True, help_text="(allreduce_us - baseline_us) / baseline_us")
+    flagged = models.BooleanField(default=False)
+    note = models.CharField(max_length=500, blank=True)
+    measured_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-measured_at", "-id"]
+
+    def __str__(self):
+        figure = f"{self.allreduce_us:.1f} us" if self.allreduce_us is not None else "failed"
+        return f"{self.hostname} allreduce {figure}{' (flagged)' if self.flagged else ''}"

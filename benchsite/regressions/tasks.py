@@ -28,3 +28,16 @@ def trigger_canaries() -> int:
     from .canary import canaries_trigger_due
 
     return len(canaries_trigger_due())
+
+
+@shared_task(name="regressions.record_host_health")
+def record_host_health(doc: dict) -> bool:
+    """A GPU worker's comm health check before a batch (runners/health.py)."""
+    from .hosthealth import HealthMessageError, host_health_record
+
+    try:
+        host_health_record(doc=doc)
+    except HealthMessageError as exc:
+        log.warning("dropped a bad health check message: %s", exc)
+        return False
+    return True

@@ -14,6 +14,7 @@ from runners import contract
 
 from . import conf, judging
 from .canary import canary_shift
+from .hosthealth import host_health_note
 from .models import ChangePoint, Verdict
 from .samples import run_figure
 from .series import Point, host_fingerprint, is_incorrect, same_machine, series_key, series_points
@@ -96,6 +97,8 @@ def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
                     threshold=threshold, incorrect=incorrect)
     if moved:
         verdict["note"] = f"{moved}; compared only with runs on this one. {verdict.get('note', '')}".strip()
+    if flagged := host_health_note(run):
+        verdict["note"] = f"{flagged}. {verdict.get('note', '')}".strip()
     shift = canary_shift(run=run, metric=metric, since=history[0].run.created_at) if history else None
     if shift is not None and verdict["kind"] in (Kind.REGRESSION, Kind.IMPROVEMENT):
         verdict["note"] = (f"the canary (a fixed commit) moved {shift.change * 100:+.1f}% on this host since the "
