@@ -12,6 +12,7 @@ from typing import Callable
 
 from .analysis import share as comm_share
 from .analysis.evidence import took_effect
+from .artifacts import file_artifact, inline_for_file, text_artifact
 from .build.config import BuildConfig
 from .build.errors import BuildFailure
 from .build.overlay import overlay_env
@@ -24,13 +25,12 @@ from .probes.correctness import greedy_completion
 from .probes.allreduce import expected_allreduce_calls, measure_allreduce_share, profiler_engine_args
 from .probes.decode import measure_decode
 
-SERVER_LOG_TAIL_CHARS = 200_000
 # How long a probe waits for the engine's next bytes: a hung engine fails the run this soon.
 PROBE_TIMEOUT_S_DEFAULT = 120.0
 
 
 class JobError(RuntimeError):
-    """The job failed; `artifacts` keeps what was collected (the server log above all),
+    """The job failed; `artifacts` keeps what was collected (the server log above all, by path),
     `failure_kind` says where (contract.FAILURE_KINDS) and `build` what was built, if anything."""
 
     def __init__(self, message: str, artifacts: list[dict], failure_kind: str = "engine", build: dict | None = None):
@@ -41,7 +41,7 @@ class JobError(RuntimeError):
 
 
 def _build_log(text: str) -> list[dict]:
-    return [{"kind": "build_log", "name": BUILD_LOG_ARTIFACT, "content": text}] if text else []
+    return [text_artifact("build_log", BUILD_LOG_ARTIFACT, text)] if text else []
 
 
 def _prepare(spec: dict, *, work_dir: Path, cache_dir: Path | None, build_config: BuildConfig | None, report):
@@ -89,11 +89,17 @@ def decode_measurements(decode: dict) -> list[dict]:
 
 
 def _server_log(engine: Engine | None) -> list[dict]:
+    """The whole log, by path: the worker streams it into the artifact storage."""
     path = engine.log_path if engine is not None else None
     if path is None or not Path(path).exists():
         return []
-    text = Path(path).read_text(errors="replace")[-SERVER_LOG_TAIL_CHARS:]
-    return [{"kind": "server_log", "name": "vllm-serve.log", "content": text}]
+    return [file_artifact("server_log", "vllm-serve.log", path)]
+
+
+def _profiler_traces(profile: dict | None) -> list[dict]:
+    """The profiler's trace files (one per rank, tens to hundreds of MB), by path, for Perfetto."""
+    paths = (profile or {}).get("trace_files") or []
+    return [file_artifact("profiler_trace", Path(p).name, p) for p in paths if Path(p).is_file()]
 
 
 def _took_effect(engine: Engine | None, spec: dict) -> dict:
@@ -162,6 +168,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
             comm = _secondary(lambda: comm_share.comm_latency(
                 tensor_parallel_size=tp, hidden_size=config["hidden_size"], dtype=comm_share.comm_dtype(config, args),
                 env=env, graph="--enforce-eager" not in args, config=config,
+                custom_allreduce=tp in (2, 4, 6, 8) and "--disable-custom-all-reduce" not in args,
             ))
         phase = "starting engine"
         engine_spec = EngineSpec(
@@ -227,11 +234,11 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         "artifacts": [
             *build_artifacts,
             *_server_log(engine),
-            {"kind": "probe_json", "name": "decode.json", "content": json.dumps(decode, indent=1)},
-            *([{"kind": "probe_json", "name": GREEDY_ARTIFACT, "content": json.dumps(greedy)}] if greedy else []),
-            *([{"kind": "probe_json", "name": "allreduce.json", "content": json.dumps(profile, indent=1)}]
-              if profile else []),
-            *([{"kind": "probe_json", "name": "comm.json", "content": json.dumps(comm, indent=1)}] if comm else []),
+            text_artifact("probe_json", "decode.json", json.dumps(decode, indent=1)),
+            *([text_artifact("probe_json", GREEDY_ARTIFACT, json.dumps(greedy))] if greedy else []),
+            *([text_artifact("probe_json", "allreduce.json", json.dumps(profile, indent=1))] if profile else []),
+            *([text_artifact("probe_json", "comm.json", json.dumps(comm, indent=1))] if comm else []),
+            *_profiler_traces(profile),
         ],
     }
 
@@ -253,6 +260,7 @@ def main(args) -> int:
     except JobError as exc:
         print(f"job failed: {exc}", file=sys.stderr)
         return 1
+    result["artifacts"] = inline_for_file(result["artifacts"])  # readable on the host that imports it
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.write_text(text)

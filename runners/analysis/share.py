@@ -37,23 +37,30 @@ def comm_dtype(config: dict, engine_args: list[str]) -> str:
 
 
 def comm_latency(*, tensor_parallel_size: int, hidden_size: int, dtype: str, env: dict, graph: bool,
-                 config: dict | None = None) -> dict:
+                 config: dict | None = None, custom_allreduce: bool = False) -> dict:
     """The per-call allreduce cost of a decode step, from the comm probe, before the engine starts.
 
     With CUDA graphs on GPUs and a model config: the interleaved mode's marginal cost inside a
     proxy step of the model's own GEMV sizes (it tracks the A/B marginal cost; an allreduce
     timed alone does not). Otherwise, or when that fails: the plain sweep's point at one
-    token's hidden state (graph or eager), with a note saying why."""
+    token's hidden state (graph or eager), with a note saying why.
+
+    `custom_allreduce`: the engine reduces with vLLM's custom kernel (TP on NVLink, not turned
+    off), so the interleaved mode times that kernel; where it cannot (no vLLM beside the probe,
+    or vLLM turns it off on this host), NCCL's figure is used and a note says so."""
     import os
 
     proto = env.get("NCCL_PROTO", os.environ.get("NCCL_PROTO", "default"))
     notes = []
     if graph and config:
-        try:
-            return _interleaved_point(tensor_parallel_size=tensor_parallel_size, dtype=dtype, proto=proto,
-                                      config=config)
-        except Exception as e:  # noqa: BLE001 - fall back to the plain sweep, and say why
-            notes.append(f"interleaved mode unavailable, plain sweep used: {type(e).__name__}: {str(e)[-500:]}")
+        for candidate in (["custom"] if custom_allreduce else []) + [proto]:
+            try:
+                point = _interleaved_point(tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+                                           proto=candidate, config=config)
+                return {**point, "notes": notes + point["notes"]}
+            except Exception as e:  # noqa: BLE001 - fall back to the next method, and say why
+                notes.append(f"interleaved mode ({candidate}) unavailable: {type(e).__name__}: {str(e)[-500:]}")
+        notes.append("plain sweep used")
     point = _sweep_point(tensor_parallel_size=tensor_parallel_size, hidden_size=hidden_size, dtype=dtype,
                          proto=proto, graph=graph)
     return {**point, "notes": notes + point["notes"]}

@@ -52,6 +52,8 @@ from runners.analysis import stats
 from runners.engine import free_port
 
 PROTOS = {"default": "default", "ll": "LL", "ll128": "LL128", "simple": "Simple"}
+# Not an NCCL_PROTO: vLLM's own custom allreduce kernel (interleaved mode only; needs vLLM on the host).
+CUSTOM = "custom"
 DTYPES = {  # name -> (torch dtype attribute, bytes per element)
     "bf16": ("bfloat16", 2), "bfloat16": ("bfloat16", 2),
     "fp16": ("float16", 2), "float16": ("float16", 2), "half": ("float16", 2),
@@ -91,10 +93,12 @@ def parse_protos(text: str) -> list[str]:
         key = part.strip().lower()
         if not key:
             continue
-        if key not in PROTOS:
-            raise CommError(f"unknown NCCL protocol {part.strip()!r}: choose from default, LL, LL128, Simple")
-        if PROTOS[key] not in out:
-            out.append(PROTOS[key])
+        name = CUSTOM if key == CUSTOM else PROTOS.get(key)
+        if name is None:
+            raise CommError(f"unknown NCCL protocol {part.strip()!r}: choose from default, LL, LL128, Simple "
+                            "(or custom, vLLM's custom allreduce, in --mode interleaved)")
+        if name not in out:
+            out.append(name)
     if not out:
         raise CommError("no protocol given: choose from default, LL, LL128, Simple")
     return out
@@ -152,7 +156,7 @@ def init_rank(rank: int, cfg: dict):
     os.environ["WORLD_SIZE"] = str(cfg["world_size"])
     proto = cfg["proto"]
     if cfg["backend"] == "nccl":
-        if proto == "default":
+        if proto in ("default", CUSTOM):
             os.environ.pop("NCCL_PROTO", None)
         else:
             os.environ["NCCL_PROTO"] = proto  # before the communicator exists: NCCL reads it at init
@@ -332,6 +336,8 @@ def resolve_backend(backend: str, world_size: int | None, protos: list[str]) -> 
             raise CommError("this torch has no NCCL; use --backend gloo")
         if cuda_count < world_size:
             raise CommError(f"--world-size {world_size} needs {world_size} GPUs, this host has {cuda_count}")
+    elif CUSTOM in protos:
+        raise CommError("vLLM's custom allreduce needs CUDA GPUs (--backend nccl)")
     elif protos != ["default"]:
         raise CommError(f"NCCL_PROTO ({','.join(protos)}) applies to NCCL only; with gloo use --protos default")
     return backend, world_size
@@ -345,6 +351,8 @@ def run_sweep(*, backend: str = "auto", world_size: int | None = None, sizes: li
     import torch
 
     protos = protos or ["default"]
+    if CUSTOM in protos:
+        raise CommError("vLLM's custom allreduce is timed in --mode interleaved only")
     if iters < 1 or warmup < 0 or graph_calls < 1:
         raise CommError("--iters and --graph-calls must be at least 1, --warmup at least 0")
     backend, world_size = resolve_backend(backend, world_size, protos)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from runners.analysis import stats
 
-from .comm import (DTYPE_SHORT, CommError, dtype_info, host_facts, init_rank, nccl_env, resolve_backend,
+from .comm import (CUSTOM, DTYPE_SHORT, CommError, dtype_info, host_facts, init_rank, nccl_env, resolve_backend,
                    run_ranks)
 
 MIB = 1 << 20
@@ -97,10 +97,11 @@ def _worker(rank: int, cfg: dict) -> None:
     try:
         if not cuda:
             torch.set_num_threads(1)
-        step = _build_step(rank, cfg, device)
+        allreduce, capture = _allreduce_op(cfg, device)
+        step = _build_step(rank, cfg, device, allreduce)
         _check(step, cfg)
         if cuda and cfg["graph"]:
-            with_us, without_us = _time_graphs(step, cfg)
+            with_us, without_us = _time_graphs(step, cfg, capture)
         else:
             with_us, without_us = _time_eager(step, cfg, cuda)
         # Written before any teardown, so a slow NCCL shutdown cannot lose the figures.
@@ -111,10 +112,45 @@ def _worker(rank: int, cfg: dict) -> None:
         dist.destroy_process_group()
 
 
-def _build_step(rank: int, cfg: dict, device):
+def _allreduce_op(cfg: dict, device):
+    """(allreduce(t) -> reduced tensor, context manager around graph capture) for the config's proto.
+
+    NCCL protocols reduce in place through torch.distributed. `custom` is vLLM's own kernel
+    (what a TP=2 decode step on NVLink runs by default): out of place, and its graph buffers
+    are registered when the capture context closes, as vLLM does."""
+    import contextlib
+
+    import torch.distributed as dist
+
+    if cfg["proto"] != CUSTOM:
+        def nccl(t):
+            dist.all_reduce(t)
+            return t
+        return nccl, contextlib.nullcontext
+
+    import os
+    os.environ.setdefault("VLLM_SKIP_P2P_CHECK", "1")  # trust the driver's P2P report: no helper processes
+    try:
+        from vllm.distributed.device_communicators.custom_all_reduce import CustomAllreduce
+    except Exception as e:  # noqa: BLE001 - any import failure means the same thing here
+        raise RuntimeError(f"vLLM's custom allreduce is not importable on this host: {type(e).__name__}: {e}") from None
+    ca = CustomAllreduce(dist.new_group(backend="gloo"), device)
+    if getattr(ca, "_p2p_pending", False):
+        ca.finalize_p2p()
+    if ca.disabled:
+        raise RuntimeError("vLLM disabled its custom allreduce on this host (see its log lines above)")
+
+    def custom(t):
+        out = ca.custom_all_reduce(t)
+        if out is None:
+            raise RuntimeError(f"vLLM's custom allreduce refused a {t.numel() * t.element_size()}-byte tensor")
+        return out
+    return custom, ca.capture
+
+
+def _build_step(rank: int, cfg: dict, device, allreduce):
     """The proxy step as a function step(with_allreduce) -> final hidden state."""
     import torch
-    import torch.distributed as dist
     import torch.nn.functional as F
 
     dtype = getattr(torch, cfg["dtype"])
@@ -134,7 +170,7 @@ def _build_step(rank: int, cfg: dict, device):
             for up, down in blocks:
                 y = F.linear(F.linear(h, up), down)
                 if with_allreduce:
-                    dist.all_reduce(y)
+                    y = allreduce(y)
                 h = F.rms_norm(y, (hidden,), norm_weight, RMS_EPS)
         return h
 
@@ -154,7 +190,7 @@ def _check(step, cfg: dict) -> None:
         raise RuntimeError("the interleaved step's ranks disagree after the allreduces")
 
 
-def _time_graphs(step, cfg: dict) -> tuple[list[float], list[float]]:
+def _time_graphs(step, cfg: dict, capture) -> tuple[list[float], list[float]]:
     import torch
     import torch.distributed as dist
 
@@ -167,11 +203,12 @@ def _time_graphs(step, cfg: dict) -> tuple[list[float], list[float]]:
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graphs = {}
-    for name, with_ar in (("with", True), ("without", False)):
-        graphs[name] = torch.cuda.CUDAGraph()
-        # thread_local: ProcessGroupNCCL's watchdog thread may query events while we capture.
-        with torch.cuda.graph(graphs[name], capture_error_mode="thread_local"):
-            step(with_ar)
+    with capture():
+        for name, with_ar in (("with", True), ("without", False)):
+            graphs[name] = torch.cuda.CUDAGraph()
+            # thread_local: ProcessGroupNCCL's watchdog thread may query events while we capture.
+            with torch.cuda.graph(graphs[name], capture_error_mode="thread_local"):
+                step(with_ar)
     for g in graphs.values():
         for _ in range(max(1, cfg["warmup"])):
             g.replay()

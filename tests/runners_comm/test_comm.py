@@ -91,6 +91,7 @@ def test_parse_bytes():
 def test_parse_protos():
     assert parse_protos("default,LL,LL128,Simple") == ["default", "LL", "LL128", "Simple"]
     assert parse_protos("ll, simple,LL") == ["LL", "Simple"]
+    assert parse_protos("custom,LL") == ["custom", "LL"]
     for bad in ["LL256", "", "ring"]:
         with pytest.raises(CommError):
             parse_protos(bad)
@@ -103,6 +104,7 @@ def test_parse_protos():
     (dict(backend="gloo", dtype="fp32", sizes=[6]), "multiples"),
     (dict(backend="gloo", iters=0), "at least 1"),
     (dict(backend="mpi"), "unknown backend"),
+    (dict(backend="gloo", protos=["custom"]), "interleaved only"),
 ])
 def test_sweep_argument_errors(kwargs, message):
     with pytest.raises(CommError, match=message):
