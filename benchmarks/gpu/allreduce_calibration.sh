@@ -2,7 +2,8 @@
 # Issue 8 item 2 in one device call (nvidia-h200-x2): the synthetic TP=2 step's A/B marginal
 # cost per allreduce, the interleaved comm probe's prediction (a proxy of a few layers), the
 # plain sweep's isolated figure, and the Llama-8B-shaped prediction of the real vLLM ladder's
-# Simple-vs-LL cost; then a table. Results under $OUT (or /tmp/calib).
+# Simple-vs-LL cost (LLAMA_PROTOS=custom,LL,Simple with vLLM importable: also the custom-allreduce
+# kernel, whose LL - custom difference predicts the ladder's 4.3 us); then a table. Results under $OUT.
 #   bash benchmarks/gpu/allreduce_calibration.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -16,7 +17,7 @@ echo "interleaved done at $(( $(date +%s) - t0 )) s"
 timeout 300 python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 --protos $P \
     --timeout-s 70 --out "$O/ab.json"
 echo "A/B done at $(( $(date +%s) - t0 )) s"
-timeout 120 python3 -m runners comm --backend nccl --world-size 2 --protos default,LL,Simple --mode interleaved \
+timeout 120 python3 -m runners comm --backend nccl --world-size 2 --protos "${LLAMA_PROTOS:-default,LL,Simple}" --mode interleaved \
     --model-config benchmarks/gpu/llama-8b-config.json --iters 100 --timeout-s 35 --output "$O/il-llama8b.json"
 [ "${SWEEP:-1}" = 1 ] && $COMM --sizes 12K --iters 100 --output "$O/sweep.json" >/dev/null
 echo "measurements took $(( $(date +%s) - t0 )) s"
