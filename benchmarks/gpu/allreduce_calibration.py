@@ -15,6 +15,8 @@ TARGET = 0.10
 # Real vLLM 0.24.0 on 2 x H200, TP=2, Llama-8B shape, 65 calls per token (docs/measurements.md):
 # NCCL_PROTO=Simple against LL, A/B between ladder steps.
 VLLM_SIMPLE_MINUS_LL_US = 18.0
+# The same ladder: NCCL LL (custom allreduce off) against vLLM's custom allreduce, per call.
+VLLM_LL_MINUS_CUSTOM_US = 4.3
 
 
 def load(d: Path, name: str):
@@ -67,6 +69,12 @@ def main(d: Path) -> int:
         print(f"Llama-8B shape (interleaved): " + ", ".join(f"{k} {v:.2f}" for k, v in llama.items())
               + f" us/call; Simple - LL = {pred:.2f} us against real vLLM's A/B {VLLM_SIMPLE_MINUS_LL_US} us "
               f"({vllm['error']:+.1%})")
+        if "custom" in llama:
+            pred = llama["LL"] - llama["custom"]
+            vllm["predicted_ll_minus_custom_us"] = round(pred, 2)
+            vllm["ll_minus_custom_error"] = (pred - VLLM_LL_MINUS_CUSTOM_US) / VLLM_LL_MINUS_CUSTOM_US
+            print(f"LL - custom allreduce = {pred:.2f} us against real vLLM's A/B {VLLM_LL_MINUS_CUSTOM_US} us "
+                  f"({vllm['ll_minus_custom_error']:+.1%})")
     (d / "calibration.json").write_text(json.dumps({"rows": rows, "target": TARGET, "target_met": within,
                                                     "vllm_llama8b": vllm}, indent=2) + "\n")
     return 0
