@@ -4,14 +4,18 @@
     python benchmarks/faults.py --json     # {"faults": [{"name", "injected", "survived", "runs_lost", "recovery_s"}]}
 
 Each fault gets a fresh private Redis and fresh Celery workers (web with beat, GPU) against a
-database of its own (a temporary SQLite file unless --database-url is given), and the fake
-engine (tests/faults/fake_engine.py, a real process group). Nothing shared is touched.
+database of its own (by default a PostgreSQL database bench_faults_<pid> created on --postgres
+and dropped after; or --database-url), and the fake engine (tests/faults/fake_engine.py, a real
+process group). database_down puts a TCP proxy between the workers and PostgreSQL and cuts it.
+Nothing shared is touched.
 recovery_s: worker_sigkill, from the kill to the run failed with the reason; engine_hang/exit,
 from the run starting to it failing; redis_restart, from Redis back to both runs final;
 duplicate_delivery, from the second worker's start to the duplicate skipped; cancel_running,
-from the cancel to the late messages refused (the engine group itself goes sooner).
+from the cancel to the late messages refused (the engine group itself goes sooner);
+database_down, from the database back to the run's result stored.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -22,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-FAULTS = ("worker_sigkill", "engine_hang", "engine_exit", "redis_restart", "duplicate_delivery", "cancel_running")
+FAULTS = ("worker_sigkill", "engine_hang", "engine_exit", "redis_restart", "duplicate_delivery", "cancel_running",
+          "database_down")
 
 
 def _setup_django(database_url: str) -> None:
@@ -38,7 +43,8 @@ def _setup_django(database_url: str) -> None:
 def _run_one(name: str, base: Path, database_url: str) -> dict:
     from benchsite.bench.models import Benchmark, Run
     from tests.faults import scenarios
-    from tests.faults.harness import FaultWorkers, PrivateRedis, fault_benchmark, point_app_at, restore_app
+    from tests.faults.harness import (FaultWorkers, PrivateRedis, fault_benchmark, point_app_at, proxied_database_url,
+                                      restore_app)
 
     work = base / name
     work.mkdir(parents=True)
@@ -46,9 +52,14 @@ def _run_one(name: str, base: Path, database_url: str) -> dict:
     visibility = 3 if name == "duplicate_delivery" else 3600
     redis = PrivateRedis(work)
     redis.start()
-    workers = FaultWorkers(redis.url, database_url, work, extra_env={"BENCH_VISIBILITY_TIMEOUT_S": str(visibility)})
+    env, proxy = {"BENCH_VISIBILITY_TIMEOUT_S": str(visibility)}, None
+    if name == "database_down":
+        proxy, database_url = proxied_database_url(database_url)
+        env.update(scenarios.DATABASE_DOWN_ENV)
+    workers = FaultWorkers(redis.url, database_url, work, extra_env=env)
     saved = point_app_at(redis.url, visibility)
-    svc = scenarios.Service(redis=redis, workers=workers, benchmark=fault_benchmark(work / "gate"), gate=work / "gate")
+    svc = scenarios.Service(redis=redis, workers=workers, benchmark=fault_benchmark(work / "gate"), gate=work / "gate",
+                            db_proxy=proxy)
     workers.start_service()
     t0 = time.monotonic()
     try:
@@ -63,6 +74,8 @@ def _run_one(name: str, base: Path, database_url: str) -> dict:
                    "details": {"error": str(exc)[:2000]}}
     finally:
         workers.stop()
+        if proxy is not None:
+            proxy.stop()
         restore_app(saved)
         redis.kill()
     figures["details"]["scenario_s"] = round(time.monotonic() - t0, 1)
@@ -73,15 +86,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print only the JSON figures")
     parser.add_argument("--only", default=",".join(FAULTS), help=f"comma-separated subset of {','.join(FAULTS)}")
-    parser.add_argument("--database-url", default="", help="default: a temporary SQLite file")
+    parser.add_argument("--database-url", default="", help="default: a database of its own on --postgres")
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432",
+                        help="the PostgreSQL server for that database (default %(default)s)")
     args = parser.parse_args()
     chosen = [f.strip() for f in args.only.split(",") if f.strip()]
     unknown = sorted(set(chosen) - set(FAULTS))
     if unknown:
         parser.error(f"unknown faults {unknown}; choose from {list(FAULTS)}")
-    with tempfile.TemporaryDirectory(prefix="faults-") as tmp:
+    if "database_down" in chosen and args.database_url and not args.database_url.startswith("postgres"):
+        parser.error("database_down cuts a TCP proxy in front of PostgreSQL: give a postgres:// --database-url")
+    from benchmarks.pgdb import private_database
+
+    with tempfile.TemporaryDirectory(prefix="faults-") as tmp, contextlib.ExitStack() as stack:
         base = Path(tmp)
-        database_url = args.database_url or f"sqlite:///{base / 'faults.sqlite3'}"
+        database_url = args.database_url or stack.enter_context(private_database(args.postgres, "bench_faults"))
         _setup_django(database_url)
         results = [_run_one(name, base, database_url) for name in chosen]
     if args.json:

@@ -32,22 +32,6 @@ SECRET = "load-secret"
 REPO = "https://github.com/acme/engine"
 
 
-def _database(server: str) -> str:
-    import psycopg
-
-    name = f"bench_load_{os.getpid()}"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{server}/{name}"
-
-
-def _drop(server: str, url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
-
-
 def _setup(database_url: str) -> None:
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
@@ -115,22 +99,9 @@ def _checks(deliveries, statuses) -> dict:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--deliveries", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--branches", type=int, default=10)
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
-    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def _burst(args, tmp: Path, redis, database_url: str) -> dict:
+    from tests.faults.harness import free_port
 
-    from tests.faults.harness import PrivateRedis, free_port
-
-    tmp = Path(tempfile.mkdtemp(prefix="load-"))
-    redis = PrivateRedis(tmp)
-    redis.start()
-    database_url = _database(args.postgres)
     port = free_port()
     env = {**os.environ, "DATABASE_URL": database_url, "CELERY_BROKER_URL": redis.url,
            "CELERY_RESULT_BACKEND": redis.url, "BENCH_LOAD_WEBHOOK_SECRET": SECRET, "BENCH_LOG_LEVEL": "WARNING"}
@@ -167,11 +138,30 @@ def main() -> int:
         if gunicorn is not None:
             gunicorn.terminate()
             gunicorn.wait(timeout=30)
-        redis.kill()
-        from django.db import connections
+    return figures
 
-        connections.close_all()
-        _drop(args.postgres, database_url)
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--deliveries", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--branches", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
+    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    from benchmarks.pgdb import private_database
+    from tests.faults.harness import PrivateRedis
+
+    tmp = Path(tempfile.mkdtemp(prefix="load-"))
+    redis = PrivateRedis(tmp)
+    redis.start()
+    try:
+        with private_database(args.postgres, "bench_load") as database_url:
+            figures = _burst(args, tmp, redis, database_url)
+    finally:
+        redis.kill()
     print(json.dumps(figures, indent=None if args.json else 1))
     ok = (figures["answered"] == figures["deliveries"] == figures["stored"]
           and figures["accepted"] == figures["unique_ids"]
