@@ -8,7 +8,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_int, env_list, env_str
+from .env import env_bool, env_choice, env_int, env_list, env_required, env_str
+from .storage_config import filesystem_artifacts_storage, s3_artifacts_storage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("BENCH_VAR_DIR", str(BASE_DIR / "var")))  # created by BenchConfig.ready()
@@ -107,6 +108,31 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
+
+# --- Artifacts (server and build logs, profiler traces, probe JSON): a storage of their own ---
+# "filesystem" (default: BENCH_ARTIFACTS_DIR, shared by the web and a GPU worker on one host) or
+# "s3" (any S3-compatible object store, MinIO in docker-compose.yml, through django-storages).
+# GPU workers write with the same storage: give them the same settings (README "Artifacts").
+BENCH_ARTIFACTS_BACKEND = env_choice("BENCH_ARTIFACTS_BACKEND", "filesystem", ("filesystem", "s3"))
+BENCH_ARTIFACTS_DIR = Path(env_str("BENCH_ARTIFACTS_DIR", str(VAR_DIR / "artifacts")))
+# One artifact larger than this is refused (streamed, so it is a disk or bucket bound, not memory).
+BENCH_ARTIFACT_MAX_BYTES = env_int("BENCH_ARTIFACT_MAX_BYTES", 2 * 1024**3, minimum=1)
+if BENCH_ARTIFACTS_BACKEND == "s3":
+    _artifacts_storage = s3_artifacts_storage(
+        bucket=env_required("BENCH_ARTIFACTS_S3_BUCKET", "BENCH_ARTIFACTS_BACKEND=s3"),
+        endpoint_url=env_str("BENCH_ARTIFACTS_S3_ENDPOINT_URL", ""),  # MinIO: http://minio:9000
+        region=env_str("BENCH_ARTIFACTS_S3_REGION", ""),
+        access_key=env_str("BENCH_ARTIFACTS_S3_ACCESS_KEY_ID", ""),  # empty: boto3's own chain
+        secret_key=env_str("BENCH_ARTIFACTS_S3_SECRET_ACCESS_KEY", ""),
+        prefix=env_str("BENCH_ARTIFACTS_S3_PREFIX", ""),
+    )
+else:
+    _artifacts_storage = filesystem_artifacts_storage(BENCH_ARTIFACTS_DIR)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "artifacts": _artifacts_storage,
+}
 
 LOGIN_URL = "/accounts/login/"
 # Roles (benchsite/bench/permissions.py): anonymous visitors browse unless the dashboard is

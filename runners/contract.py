@@ -253,4 +253,4 @@ class JobResult(TypedDict, total=False):
     engine: dict          # {"startup_s", "version"}
     build: BuildInfo
     measurements: list[dict]
-    artifacts: list[dict]  # {"kind": one of ARTIFACT_KINDS, "name", "content"}
+    artifacts: list[dict]  # {"kind": one of ARTIFACT_KINDS, "name", and "content" or "path"} (runners/artifacts.py)

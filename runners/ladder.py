@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from . import contract
+from .artifacts import inline_for_file
 from .job import JobError, run_job
 
 FORMAT = "decode-bench-ladder/1"
@@ -54,10 +55,11 @@ def run_variant(benchmark: dict, variant: dict, *, work_dir: Path) -> dict:
     started = time.time()
     try:
         result = run_job(variant_spec(benchmark, variant), work_dir=work_dir, report=report)
+        result["artifacts"] = inline_for_file(result["artifacts"])  # the result file is imported elsewhere
         entry = {"state": "SUCCEEDED", "result": result}
     except JobError as exc:
         report(f"FAILED: {str(exc).splitlines()[0]}")
-        entry = {"state": "FAILED", "error": str(exc), "artifacts": exc.artifacts}
+        entry = {"state": "FAILED", "error": str(exc), "artifacts": inline_for_file(exc.artifacts)}
     return {"variant": variant, "started_at": started, "finished_at": time.time(), **entry}
 
 

@@ -64,13 +64,9 @@ class MeasurementInline(admin.TabularInline):
 class ArtifactInline(admin.TabularInline):
     model = Artifact
     extra = 0
-    fields = ["kind", "name", "size", "created_at"]
-    readonly_fields = ["size", "created_at"]
+    fields = ["kind", "name", "size", "sha256", "error", "created_at"]
+    readonly_fields = ["size", "sha256", "error", "created_at"]
     show_change_link = True
-
-    @admin.display(description="characters")
-    def size(self, obj):
-        return len(obj.content) if obj.pk else ""
 
 
 @admin.register(Run)
@@ -96,7 +92,8 @@ class MeasurementAdmin(admin.ModelAdmin):
 
 @admin.register(Artifact)
 class ArtifactAdmin(admin.ModelAdmin):
-    list_display = ["run", "kind", "name", "created_at"]
+    list_display = ["run", "kind", "name", "size", "error", "created_at"]
+    readonly_fields = ["file", "size", "sha256", "error", "created_at"]  # written by the storage, not by hand
     list_filter = ["kind"]
     search_fields = ["name", "=run__id"]
     list_select_related = ["run", "run__variant"]

@@ -10,8 +10,8 @@ from .models import Artifact, Measurement, Run, Variant
 
 
 def _greedy_output(run: Run) -> dict | None:
-    artifact = run.artifacts.filter(kind=Artifact.Kind.PROBE_JSON, name=GREEDY_ARTIFACT).first()
-    return json.loads(artifact.content) if artifact else None
+    artifact = run.artifacts.filter(kind=Artifact.Kind.PROBE_JSON, name=GREEDY_ARTIFACT).exclude(file="").first()
+    return json.loads(artifact.read_text()) if artifact else None
 
 
 def _reference_run_for(run: Run) -> Run | None:
@@ -19,7 +19,7 @@ def _reference_run_for(run: Run) -> Run | None:
     earlier success; a reference run is compared with the previous reference run."""
     reference_variant = run.benchmark.variants.filter(is_reference=True).first() or run.benchmark.variants.first()
     candidates = Run.objects.filter(variant=reference_variant, state=Run.State.SUCCEEDED).exclude(id=run.id)
-    candidates = candidates.filter(artifacts__name=GREEDY_ARTIFACT)
+    candidates = candidates.filter(artifacts__name=GREEDY_ARTIFACT, artifacts__size__gt=0)
     if run.variant_id != reference_variant.id:
         same_batch = candidates.filter(batch=run.batch).first()
         if same_batch:

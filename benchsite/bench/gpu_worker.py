@@ -1,7 +1,8 @@
 """The GPU side of a run: claim, execute the job with runners/, report back.
 
 It imports no model and opens no database connection: a GPU host needs only the broker
-URL. Everything it learns goes to the web queue as plain JSON messages.
+URL and the artifact storage (bench/artifacts.py), where it writes logs and traces itself.
+Everything else it learns goes to the web queue as plain JSON messages.
 """
 import logging
 import os
@@ -16,8 +17,10 @@ from django.conf import settings
 
 from runners.engine import orphans
 from runners.health import BatchHealthCheck, HealthConfigError
-from runners.hostinfo import fingerprint, host_info
+from runners.hostinfo import fingerprint, host_info, host_queue
 from runners.job import JobError, run_job
+
+from .artifacts import store_all
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,15 @@ def _claim(task, run_id: int) -> bool:
         raise task.retry(countdown=30) from None
 
 
+def _store(reporter: Reporter, artifacts: list[dict]) -> list[dict]:
+    """Stream the job's files into the artifact storage (the same one the web reads); only
+    references go through the broker. One that cannot be stored (disk full) says why, and
+    the run's measurements still go."""
+    if artifacts:
+        reporter.progress("storing artifacts")
+    return store_all(reporter.run_id, artifacts)
+
+
 _HEALTH = BatchHealthCheck()  # one per worker process: the first run of each batch pays for the check
 
 
@@ -123,7 +135,7 @@ def execute(task, run_id: int, spec: dict, batch: str = "") -> str:
             message, kind = str(exc), exc.failure_kind
             if isinstance(exc.__cause__, SoftTimeLimitExceeded):
                 message, kind = f"time limit reached (the engine was stopped) during {message}", "timeout"
-            reporter.send_final("bench.record_failure", message, exc.artifacts, kind, exc.build)
+            reporter.send_final("bench.record_failure", message, _store(reporter, exc.artifacts), kind, exc.build)
             return "failed"
         except SoftTimeLimitExceeded:
             reporter.send_final("bench.record_failure", f"time limit reached during phase {reporter.phase!r}", [],
@@ -133,9 +145,20 @@ def execute(task, run_id: int, spec: dict, batch: str = "") -> str:
             log.exception("run %s crashed", run_id)
             reporter.send_final("bench.record_failure", f"worker error: {type(exc).__name__}: {exc}", [], "worker")
             return "failed"
+        result["artifacts"] = _store(reporter, result["artifacts"])
         # The machine's fingerprint (GPU model and count, driver, CPU): verdicts compare within it.
         reporter.send_final("bench.record_result", {**result, "host": host_info()})
     return "succeeded"
+
+
+@signals.celeryd_after_setup.connect
+def _consume_host_queues(sender=None, instance=None, **kwargs) -> None:
+    """Each gpu.<pool> queue this worker serves gets a twin for this host alone, so that a run can
+    be sent to one chosen host of the pool (a confirmation re-run on another machine)."""
+    queues = instance.app.amqp.queues
+    for name in list(queues.consume_from):
+        if name.startswith("gpu.") and ".host." not in name:
+            queues.select_add(host_queue(name, socket.gethostname()))
 
 
 @signals.worker_init.connect

@@ -8,16 +8,20 @@ import functools
 import json
 import logging
 import math
+import re
 
+from .artifacts import MAX_INLINE_CHARS
 from .models import Measurement, Run
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_CHARS = 12_000_000  # a result: measurements plus artifacts cut to 2 M characters each
+# Artifacts travel as references (bench/artifacts.py), never as files: a message stays small.
+MAX_MESSAGE_CHARS = 2_000_000
 MAX_ARTIFACTS = 50
 MAX_MEASUREMENTS = 200
 MAX_SAMPLES = 10_000
 MAX_ERROR_CHARS = 200_000
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 class BadMessage(ValueError):
@@ -62,7 +66,17 @@ def check_artifacts(artifacts) -> None:
         _require(isinstance(artifact, dict), f"artifact {i} is not an object")
         _string(artifact.get("kind"), f"artifact {i} kind", 20)
         _string(artifact.get("name"), f"artifact {i} name", 200)
-        _string(artifact.get("content"), f"artifact {i} content", MAX_MESSAGE_CHARS)
+        if "file" in artifact:  # a reference to what the worker stored; services checks it is this run's
+            _string(artifact["file"], f"artifact {i} file", 500)
+            size = artifact.get("size")
+            _require(isinstance(size, int) and not isinstance(size, bool) and size >= 0,
+                     f"artifact {i} size {size!r} is not a byte count")
+            _require(isinstance(artifact.get("sha256"), str) and bool(_SHA256_RE.match(artifact["sha256"])),
+                     f"artifact {i} sha256 is not 64 hex digits")
+        elif "error" in artifact:  # the worker could not store it (disk full...): the run says why
+            _string(artifact["error"], f"artifact {i} error", 2000)
+        else:  # inline: small probe JSON only (an older worker); files never cross the broker
+            _string(artifact.get("content"), f"artifact {i} content", MAX_INLINE_CHARS)
 
 
 def check_measurement(m, i: int) -> None:

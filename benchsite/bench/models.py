@@ -1,9 +1,12 @@
 """Benchmarks, their optimization ladders, runs and what the runs measured."""
 import hashlib
+from functools import partial
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
-from django.db import models
+from django.db import models, transaction
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 
 POOL_VALIDATOR = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,39}$", "Use lowercase letters, digits, '-' and '_'.")
 
@@ -250,7 +253,12 @@ class Artifact(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     name = models.CharField(max_length=200)
-    content = models.TextField()
+    # The file's name in the artifact storage (settings.STORAGES["artifacts"], bench/artifacts.py);
+    # empty when it could not be stored, and `error` says why (disk full, over the size cap...).
+    file = models.CharField(max_length=500, blank=True)
+    size = models.BigIntegerField(default=0, help_text="bytes")
+    sha256 = models.CharField(max_length=64, blank=True)
+    error = models.CharField(max_length=2000, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -258,6 +266,23 @@ class Artifact(models.Model):
 
     def __str__(self):
         return f"{self.kind}:{self.name}"
+
+    def read_text(self, max_bytes: int = 4 * 1024 * 1024) -> str:
+        """The start of the stored file as text ("" when it was not stored); for small ones."""
+        from .artifacts import read_bytes
+
+        if not self.file:
+            return ""
+        return read_bytes(self.file, max_bytes=max_bytes).decode("utf-8", errors="replace")
+
+
+@receiver(post_delete, sender=Artifact)
+def _artifact_file_deleted(sender, instance, **kwargs):
+    """A deleted row (a run deleted in the admin) takes its file along, once the deletion commits."""
+    if instance.file:
+        from .artifacts import delete
+
+        transaction.on_commit(partial(delete, instance.file))
 
 
 class Annotation(models.Model):

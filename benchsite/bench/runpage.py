@@ -10,6 +10,7 @@ from django.utils import timezone
 from runners.contract import AB_ALLREDUCE_MS_DELTA, CORRECT, GREEDY_ARTIFACT
 
 from . import selectors, services
+from .artifacts import ArtifactError
 from .models import Artifact, Run
 from .timebudget import run_time_budget
 
@@ -29,13 +30,13 @@ def run_live(*, run: Run) -> dict:
 def _greedy_text(run_id: int | None) -> str | None:
     if run_id is None:
         return None
-    content = (Artifact.objects.filter(run_id=run_id, kind=Artifact.Kind.PROBE_JSON, name=GREEDY_ARTIFACT)
-               .values_list("content", flat=True).first())
-    if content is None:
+    artifact = (Artifact.objects.filter(run_id=run_id, kind=Artifact.Kind.PROBE_JSON, name=GREEDY_ARTIFACT)
+                .exclude(file="").first())
+    if artifact is None:
         return None
     try:
-        return json.loads(content).get("text")
-    except (ValueError, AttributeError):
+        return json.loads(artifact.read_text()).get("text")
+    except (ValueError, AttributeError, ArtifactError):
         return None
 
 

@@ -6,9 +6,11 @@ from django.utils import timezone
 
 from runners.contract import ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_US_PER_CALL, COMM_US_PER_CALL, CORRECT, DECODE_TOK_S
 
+from .artifacts import ArtifactError, read_tail
 from .models import Artifact, Benchmark, Measurement, Run, Variant
 
 LOG_TAIL_LINES = 60
+LOG_TAIL_BYTES = 64 * 1024  # read from the stored log's end: a log of any size costs this much
 
 
 # --- benchmarks ------------------------------------------------------------------------
@@ -97,15 +99,20 @@ def split_samples(m: Measurement) -> tuple[list, dict]:
 
 def run_log_tail(*, run: Run, lines: int = LOG_TAIL_LINES) -> tuple[Artifact | None, str]:
     """The newest server_log artifact of the run and its last `lines` lines ("" when none)."""
-    artifact = run.artifacts.filter(kind=Artifact.Kind.SERVER_LOG).order_by("-created_at", "-id").first()
+    artifact = (run.artifacts.filter(kind=Artifact.Kind.SERVER_LOG).exclude(file="")
+                .order_by("-created_at", "-id").first())
     if artifact is None:
         return None, ""
-    return artifact, "\n".join(artifact.content.splitlines()[-lines:])
+    try:
+        text = read_tail(artifact.file, artifact.size, LOG_TAIL_BYTES)
+    except ArtifactError as exc:  # the storage is away: the page still renders, and says so
+        return artifact, f"[log not readable: {exc}]"
+    return artifact, "\n".join(text.splitlines()[-lines:])
 
 
 def run_artifacts(*, run: Run) -> list[Artifact]:
-    """Artifacts without their (possibly large) content."""
-    return list(run.artifacts.defer("content").order_by("kind", "name"))
+    """Artifacts (names, sizes and errors: their files stay in the storage)."""
+    return list(run.artifacts.order_by("kind", "name"))
 
 
 def heartbeat_age_s(run: Run) -> float | None:

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from . import artifacts as artifact_store
 from .comparisons import correctness_judge, runs_compare_comm_ab
 from runners import hostinfo
 from runners.contract import BUILD_PATHS, FAILURE_KINDS, JobSpec, SpecError, check_ref, is_full_sha, patch_sha256
@@ -17,9 +18,6 @@ from .models import Artifact, Benchmark, Build, EngineSource, Measurement, Patch
 from .signals import run_finished
 
 log = logging.getLogger(__name__)
-
-# Artifacts travel through the broker: keep them bounded.
-MAX_ARTIFACT_CHARS = 2_000_000
 
 
 class TriggerError(Exception):
@@ -67,7 +65,9 @@ def patch_create(*, name: str, content: str) -> Patch:
     return existing or Patch.objects.create(name=name, content=content)
 
 
-def enqueue_run(run_id: int) -> None:
+def enqueue_run(run_id: int, queue: str = "") -> None:
+    """Send the run to its benchmark's pool queue, or to QUEUE (one host's queue of that pool,
+    runners.hostinfo.host_queue)."""
     from benchsite.celery import app
 
     run = Run.objects.select_related("benchmark", "variant").get(id=run_id)
@@ -76,7 +76,7 @@ def enqueue_run(run_id: int) -> None:
         "bench.execute_run",
         args=[run.id, run_spec(run)],
         kwargs={"batch": str(run.batch)},  # the worker's comm health check runs once per batch
-        queue=run.benchmark.queue,
+        queue=queue or run.benchmark.queue,
         soft_time_limit=limit,
         time_limit=limit + 120,  # the soft limit stops the engine cleanly first
     )
@@ -84,8 +84,9 @@ def enqueue_run(run_id: int) -> None:
 
 
 def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None, commit: str = "", ref: str = "",
-                 patches=()) -> list[Run]:
-    """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed.
+                 patches=(), queue: str = "") -> list[Run]:
+    """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed
+    (to `queue` when given: one host of the pool, see enqueue_run).
 
     `ref` is what was asked for (branch, tag or commit; the worker resolves it), `commit` a full
     SHA when the caller knows it (a push); `patches` (Patch rows) go on top of the variant's."""
@@ -120,7 +121,7 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
         ]
         for run in runs:
             run.patches.set(patches)
-            transaction.on_commit(partial(enqueue_run, run.id))
+            transaction.on_commit(partial(enqueue_run, run.id, queue))
     return runs
 
 
@@ -159,12 +160,45 @@ def _stale_execution(run: Run, task_id: str) -> bool:
     return False
 
 
+def _artifact_ref(run: Run, artifact: dict) -> dict:
+    """A stored file's reference: checked when a worker wrote it, written here when inline."""
+    if "file" in artifact:
+        problem = artifact_store.ref_problem(artifact, run.id)
+        return {"error": problem} if problem else artifact
+    if "content" in artifact:  # an import, or an older worker's small probe JSON
+        try:
+            return artifact_store.store_content(artifact["content"], run_id=run.id, kind=artifact["kind"],
+                                                name=artifact["name"])
+        except artifact_store.ArtifactError as exc:
+            return {"error": str(exc)}
+    if artifact.get("path"):
+        return {"error": f"artifact {artifact['name']} not stored: it stayed on the GPU host at {artifact['path']}"}
+    return {"error": artifact.get("error") or f"artifact {artifact['name']} not stored"}
+
+
 def _store_artifacts(run: Run, artifacts: list[dict]) -> None:
+    """One row per artifact: its stored file, or the reason it has none (the run's other results
+    land either way)."""
     for artifact in artifacts:
-        content = artifact["content"]
-        if len(content) > MAX_ARTIFACT_CHARS:
-            content = "[... truncated ...]\n" + content[-MAX_ARTIFACT_CHARS:]
-        Artifact.objects.create(run=run, kind=artifact["kind"], name=artifact["name"][:200], content=content)
+        ref = _artifact_ref(run, artifact)
+        if ref.get("error"):
+            log.warning("run %s: %s", run.id, ref["error"])
+        Artifact.objects.create(run=run, kind=artifact["kind"], name=artifact["name"][:200], file=ref.get("file", ""),
+                                size=ref.get("size", 0), sha256=ref.get("sha256", ""), error=ref.get("error", "")[:2000])
+
+
+def _discard_artifacts(run_id: int, artifacts: list[dict] | None) -> None:
+    """Files written for a result that is ignored (late, or of a stale execution) are deleted."""
+    for artifact in artifacts or []:
+        if isinstance(artifact.get("file"), str) and artifact["file"].startswith(artifact_store.run_prefix(run_id)):
+            artifact_store.delete(artifact["file"])
+
+
+def artifact_create(*, run: Run, kind: str, name: str, content: str | bytes) -> Artifact:
+    """Store CONTENT in the artifact storage as an artifact of RUN (ArtifactError if it cannot)."""
+    ref = artifact_store.store_content(content, run_id=run.id, kind=kind, name=name)
+    return Artifact.objects.create(run=run, kind=kind, name=name[:200], file=ref["file"], size=ref["size"],
+                                   sha256=ref["sha256"])
 
 
 def _sample_flags(m: dict) -> list[str]:
@@ -204,10 +238,10 @@ def run_complete(*, run_id: int, result: dict, task_id: str = "") -> bool:
     """Store a worker's result and finish the run; False if the run was no longer active."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run_id)
-        if run.state not in Run.ACTIVE_STATES:
-            log.warning("result for run %s ignored: it is %s", run_id, run.state)
-            return False
-        if _stale_execution(run, task_id):
+        if run.state not in Run.ACTIVE_STATES or _stale_execution(run, task_id):
+            if run.state not in Run.ACTIVE_STATES:
+                log.warning("result for run %s ignored: it is %s", run_id, run.state)
+            transaction.on_commit(partial(_discard_artifacts, run_id, result.get("artifacts")))
             return False
         for m in result.get("measurements", []):
             Measurement.objects.update_or_create(
@@ -247,10 +281,10 @@ def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None, fa
     where it failed (`failure_kind`, one of contract.FAILURE_KINDS) and what it had built."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run_id)
-        if run.is_final:
-            log.warning("failure for run %s ignored: it is %s (%s)", run_id, run.state, error[:200])
-            return False
-        if _stale_execution(run, task_id):
+        if run.is_final or _stale_execution(run, task_id):
+            if run.is_final:
+                log.warning("failure for run %s ignored: it is %s (%s)", run_id, run.state, error[:200])
+            transaction.on_commit(partial(_discard_artifacts, run_id, artifacts))
             return False
         _store_artifacts(run, artifacts or [])
         _record_build(run, build)

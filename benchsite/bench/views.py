@@ -1,11 +1,12 @@
 """Thin views: HTML pages and the JSON endpoints they read. Reads in selectors (and the page
 modules home, history, waterfall, compare, runpage), writes in services."""
 from django.contrib import messages
-from django.http import Http404, HttpResponse, HttpResponseForbidden, JsonResponse
+from django.http import Http404, HttpResponse, HttpResponseForbidden, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from . import artifacts as artifact_store
 from . import compare, history, home, permissions, runpage, selectors, services, waterfall
 from .annotations import AnnotationForm, annotation_create
 from .forms import TriggerForm
@@ -143,15 +144,26 @@ def run_detail(request, pk):
         "correctness": runpage.run_correctness(measurements=measurements),
         "budget": runpage.run_budget(measurements=measurements),
         "reproduce": runpage.run_reproduce(run=run),
+        "can_cancel": not run.is_final and permissions.run_cancellable_by(run, request.user),
     }
     return render(request, "bench/run_detail.html", context)
 
 
 @require_GET
 def run_artifact(request, pk, artifact_id):
+    """Streams the stored file a chunk at a time (a profiler trace of hundreds of MB, whole)."""
     artifact = get_object_or_404(Artifact, pk=artifact_id, run_id=pk)
-    response = HttpResponse(artifact.content, content_type="text/plain; charset=utf-8")
+    if not artifact.file:
+        raise Http404(artifact.error or "this artifact was not stored")
+    try:
+        stream = artifact_store.open_stream(artifact.file)
+    except artifact_store.ArtifactError as exc:
+        raise Http404(str(exc)) from None
     safe_name = "".join(c if c.isalnum() or c in "._-" else "_" for c in artifact.name) or "artifact.txt"
+    text = artifact.kind != Artifact.Kind.PROFILER_TRACE and not safe_name.endswith(".gz")
+    response = StreamingHttpResponse(artifact_store.iter_chunks(stream),
+                                     content_type="text/plain; charset=utf-8" if text else "application/octet-stream")
+    response["Content-Length"] = str(artifact.size)
     response["Content-Disposition"] = f'attachment; filename="run-{pk}-{safe_name}"'
     return response
 
@@ -189,7 +201,8 @@ def api_benchmark_chart(request, slug):
         max_points = history.chart_max_points(request.GET.get("max_points"))
     except history.BadChartQuery as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    return JsonResponse(history.benchmark_history(benchmark=benchmark, metric=metric, max_points=max_points))
+    body = history.benchmark_history_json(benchmark=benchmark, metric=metric, max_points=max_points)
+    return HttpResponse(body, content_type="application/json")
 
 
 @require_GET

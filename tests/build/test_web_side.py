@@ -88,7 +88,7 @@ def test_completed_run_records_the_build_and_the_resolved_commit(git_benchmark):
     assert (run.ref, run.commit) == ("main", SHA)
     assert (run.build.path, run.build.engine_version, run.build.duration_s) == ("overlay", "0.32.0", 2.5)
     assert [p.name for p in run.build.patches.all()] == ["bench.patch"]
-    assert run.artifacts.get(kind="build_log").content == "built"
+    assert run.artifacts.get(kind="build_log").read_text() == "built"
     chart = history.benchmark_history(benchmark=git_benchmark, metric="decode_tok_s")
     [point] = chart["variants"][0]["points"]
     assert (chart["axis"][point["x"]]["commit"], point["ref"], point["build"]) == (SHA, "main", "overlay")

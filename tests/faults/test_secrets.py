@@ -66,7 +66,8 @@ def test_planted_secrets_appear_in_no_log_page_artifact_or_admin_page(planted, d
     pages += [admin.get(p).content.decode() for p in (
         "/admin/hooks/webhookdelivery/", f"/admin/hooks/webhookdelivery/{delivery.id}/change/",
         "/admin/hooks/apitoken/", "/admin/hooks/repowatch/", f"/admin/bench/run/{run.id}/change/")]
-    pages += [anonymous.get(f"/runs/{run.id}/artifacts/{a.id}/").content.decode() for a in done.artifacts.all()]
+    pages += [anonymous.get(f"/runs/{run.id}/artifacts/{a.id}/").getvalue().decode(errors="replace")
+              for a in done.artifacts.all()]
     files = [p.read_text(errors="replace") for p in svc.workers.log_dir.rglob("*")
              if p.is_file() and p.suffix in (".log", ".json", "")]
     outputs = {"pages": "\n".join(pages), "files": "\n".join(files), "database": _everything_stored()}

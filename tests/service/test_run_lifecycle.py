@@ -99,7 +99,7 @@ def test_complete_stores_measurements_and_artifacts(benchmark, sent):
     assert run.state == Run.State.SUCCEEDED and run.finished_at
     m = run.measurements.get()
     assert (m.metric, m.value, m.samples, m.ci_low, m.direction) == ("decode_tok_s", 250.0, [240.0, 250.0, 260.0], 240.0, "higher")
-    assert run.artifacts.get().content == "INFO ready"
+    assert run.artifacts.get().read_text() == "INFO ready"
     # A duplicate delivery of the same result changes nothing.
     assert services.run_complete(run_id=run.id, result=result) is False
     assert Measurement.objects.count() == 1

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from benchsite.bench import services
 from benchsite.bench.models import Artifact, Benchmark, Measurement, Run, Variant
 
 # (batch offset in hours, {variant position: (state, decode tok/s or None)})
@@ -80,7 +81,7 @@ def auth_client(client, user):
 
 
 def add_server_log(run, lines: int):
-    return Artifact.objects.create(
+    return services.artifact_create(
         run=run, kind=Artifact.Kind.SERVER_LOG, name="server.log",
         content="\n".join(f"INFO log line {i}" for i in range(1, lines + 1)),
     )

@@ -10,8 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from benchsite.bench import services
 from benchsite.bench.downsample import lttb_indices
-from benchsite.bench.models import Annotation, Artifact, Benchmark, Measurement, Run, Variant
+from benchsite.bench.models import Annotation, Benchmark, Measurement, Run, Variant
 
 pytestmark = pytest.mark.django_db
 
@@ -164,7 +165,7 @@ def test_malformed_query_parameters_are_400_with_a_message(client, h200_ladder, 
 def test_unknown_ids_are_404(client, h200_ladder):
     _, runs = h200_ladder
     run = runs["eager"]
-    other = Artifact.objects.create(run=runs["NCCL LL"], kind="server_log", name="s.log", content="x")
+    other = services.artifact_create(run=runs["NCCL LL"], kind="server_log", name="s.log", content="x")
     for url in ("/compare/?a=1&b=999999", "/runs/999999/", f"/runs/{run.pk}/artifacts/{other.pk}/",
                 "/runs/999999/spec.json", "/api/runs/999999/", "/api/benchmarks/nope/chart/",
                 f"/b/h200/compare/?a={'c' * 8}&b={'d' * 8}"):
@@ -175,7 +176,8 @@ def test_run_page_correctness_texts_artifacts_reproduce_and_budget(client, h200_
     _, runs = h200_ladder
     ref, run = runs["eager"], runs["broken fusion"]
     for r, text in ((ref, "The history of computing"), (run, "The history of <b>cats</b>")):
-        Artifact.objects.create(run=r, kind="probe_json", name="greedy.json", content=json.dumps({"text": text, "token_ids": [1]}))
+        services.artifact_create(run=r, kind="probe_json", name="greedy.json",
+                                 content=json.dumps({"text": text, "token_ids": [1]}))
     Measurement.objects.filter(run=run, metric="correct").update(details={
         "verdict": "incorrect", "reference_run": ref.pk, "first_divergence": 3, "match_len": 3,
         "reason": "diverges far from the top-5"})
@@ -183,7 +185,7 @@ def test_run_page_correctness_texts_artifacts_reproduce_and_budget(client, h200_
     for metric, value in (("allreduce_share", 0.3), ("mem_bandwidth_gb_s", 4300.0), ("weight_bytes_per_gpu", 7.1e9)):
         Measurement.objects.create(run=run, metric=metric, value=value)
     Measurement.objects.filter(run=run, metric="decode_tok_s").update(value=1000 / 3.4)
-    log = Artifact.objects.create(run=run, kind="server_log", name="server.log", content="line 1\nline 2")
+    log = services.artifact_create(run=run, kind="server_log", name="server.log", content="line 1\nline 2")
 
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "token 3" in html and "The history of &lt;b&gt;cats&lt;/b&gt;" in html and "The history of computing" in html
@@ -191,7 +193,7 @@ def test_run_page_correctness_texts_artifacts_reproduce_and_budget(client, h200_
     assert "1.651 ms · 48.6% of the step" in html  # 1.651 / 3.4
     assert "1.020 ms" in html and "420.2 tok/s" in html  # 0.3 x 3.4; 1000 / 2.38
     download = client.get(f"/runs/{run.pk}/artifacts/{log.pk}/")
-    assert download.status_code == 200 and download.content == b"line 1\nline 2"
+    assert download.status_code == 200 and download.getvalue() == b"line 1\nline 2"  # streamed
     assert download["Content-Disposition"] == f'attachment; filename="run-{run.pk}-server.log"'
     spec = json.loads(client.get(f"/runs/{run.pk}/spec.json").content)
     assert spec["run_id"] == run.pk and spec["model"] == "m" and spec["tensor_parallel_size"] == 2
@@ -207,7 +209,7 @@ def test_run_endpoint_has_elapsed_and_log_tail(client, h200_ladder):
     benchmark, runs = h200_ladder
     run = _run(benchmark, runs["eager"].variant, state="RUNNING")
     Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(seconds=90), phase="probe: decode")
-    Artifact.objects.create(run=run, kind="server_log", name="server.log", content="\n".join(f"l{i}" for i in range(100)))
+    services.artifact_create(run=run, kind="server_log", name="server.log", content="\n".join(f"l{i}" for i in range(100)))
     data = client.get(f"/api/runs/{run.pk}/").json()
     assert 89 <= data["elapsed_s"] < 150 and data["phase"] == "probe: decode"
     assert data["log_tail"].splitlines()[0] == "l40" and data["log_tail"].splitlines()[-1] == "l99"
