@@ -96,6 +96,25 @@ def test_cancel(role, own, allowed, users, benchmark):
     assert response.status_code == (302 if allowed or role == "anonymous" else 403)
 
 
+@pytest.mark.parametrize("role, own, offered", [
+    ("anonymous", False, False), ("viewer", False, False),
+    ("member", True, True), ("member", False, False),  # another member's run
+    ("staff", False, True),
+])
+def test_the_run_page_offers_cancel_only_to_who_may_cancel(role, own, offered, users, benchmark):
+    owner = users["member"] if own else users["other"]
+    [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM, user=owner)
+    client = client_for(role, users)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert (f'action="/runs/{run.pk}/cancel/"' in page) is offered
+    if not offered:  # hiding the button is not the check: the POST is still refused
+        assert client.post(f"/runs/{run.pk}/cancel/").status_code == (302 if role == "anonymous" else 403)
+        run.refresh_from_db()
+        assert run.state == Run.State.QUEUED
+    Run.objects.filter(pk=run.pk).update(state=Run.State.SUCCEEDED)  # nothing left to cancel: no button
+    assert f'action="/runs/{run.pk}/cancel/"' not in client.get(f"/runs/{run.pk}/").content.decode()
+
+
 def test_the_benchmark_page_offers_forms_to_members_only(users, benchmark):
     for role, offered in (("anonymous", False), ("viewer", False), ("member", True), ("staff", True)):
         page = client_for(role, users).get("/b/roles/").content.decode()

@@ -105,14 +105,15 @@ def test_run_page_shows_state_measurements_error_and_log_tail(client, history):
     assert '<pre class="error">Traceback (most recent call last):' in html
 
 
-def test_run_page_of_active_run_polls_and_offers_cancel_to_users(auth_client, history):
+def test_run_page_of_active_run_polls_and_offers_cancel_to_its_member(auth_client, user, history):
     running = history[(3, 1)]
     html = Client().get(f"/runs/{running.pk}/").content.decode()
     assert "bench/run.js" in html and f'data-url="/api/runs/{running.pk}/"' in html
     assert "probe: decode" in html
     assert "Cancel run" not in html  # anonymous
-    html = auth_client.get(f"/runs/{running.pk}/").content.decode()
-    assert "Cancel run" in html
+    assert "Cancel run" not in auth_client.get(f"/runs/{running.pk}/").content.decode()  # not theirs
+    Run.objects.filter(pk=running.pk).update(triggered_by=user)
+    assert "Cancel run" in auth_client.get(f"/runs/{running.pk}/").content.decode()  # every role: tests/security
 
 
 # --- JSON ------------------------------------------------------------------------------
