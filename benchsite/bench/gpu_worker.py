@@ -17,7 +17,7 @@ from django.conf import settings
 
 from runners.engine import orphans
 from runners.health import BatchHealthCheck, HealthConfigError
-from runners.hostinfo import fingerprint, host_info
+from runners.hostinfo import fingerprint, host_info, host_queue
 from runners.job import JobError, run_job
 
 from .artifacts import store_all
@@ -149,6 +149,16 @@ def execute(task, run_id: int, spec: dict, batch: str = "") -> str:
         # The machine's fingerprint (GPU model and count, driver, CPU): verdicts compare within it.
         reporter.send_final("bench.record_result", {**result, "host": host_info()})
     return "succeeded"
+
+
+@signals.celeryd_after_setup.connect
+def _consume_host_queues(sender=None, instance=None, **kwargs) -> None:
+    """Each gpu.<pool> queue this worker serves gets a twin for this host alone, so that a run can
+    be sent to one chosen host of the pool (a confirmation re-run on another machine)."""
+    queues = instance.app.amqp.queues
+    for name in list(queues.consume_from):
+        if name.startswith("gpu.") and ".host." not in name:
+            queues.select_add(host_queue(name, socket.gethostname()))
 
 
 @signals.worker_init.connect

@@ -65,7 +65,9 @@ def patch_create(*, name: str, content: str) -> Patch:
     return existing or Patch.objects.create(name=name, content=content)
 
 
-def enqueue_run(run_id: int) -> None:
+def enqueue_run(run_id: int, queue: str = "") -> None:
+    """Send the run to its benchmark's pool queue, or to QUEUE (one host's queue of that pool,
+    runners.hostinfo.host_queue)."""
     from benchsite.celery import app
 
     run = Run.objects.select_related("benchmark", "variant").get(id=run_id)
@@ -74,7 +76,7 @@ def enqueue_run(run_id: int) -> None:
         "bench.execute_run",
         args=[run.id, run_spec(run)],
         kwargs={"batch": str(run.batch)},  # the worker's comm health check runs once per batch
-        queue=run.benchmark.queue,
+        queue=queue or run.benchmark.queue,
         soft_time_limit=limit,
         time_limit=limit + 120,  # the soft limit stops the engine cleanly first
     )
@@ -82,8 +84,9 @@ def enqueue_run(run_id: int) -> None:
 
 
 def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None, commit: str = "", ref: str = "",
-                 patches=()) -> list[Run]:
-    """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed.
+                 patches=(), queue: str = "") -> list[Run]:
+    """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed
+    (to `queue` when given: one host of the pool, see enqueue_run).
 
     `ref` is what was asked for (branch, tag or commit; the worker resolves it), `commit` a full
     SHA when the caller knows it (a push); `patches` (Patch rows) go on top of the variant's."""
@@ -118,7 +121,7 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
         ]
         for run in runs:
             run.patches.set(patches)
-            transaction.on_commit(partial(enqueue_run, run.id))
+            transaction.on_commit(partial(enqueue_run, run.id, queue))
     return runs
 
 
