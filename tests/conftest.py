@@ -201,6 +201,16 @@ def shared_engine(tiny_model_dir, tmp_path_factory):
         yield engine
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hasher():
+    """PBKDF2 at full strength costs about a second per user on a 2-core machine, and the role
+    tests create four users each: every test in every directory hashes with MD5 instead."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_rate_limits():
     """Rate-limit counters (Django's cache) start at zero in every test: one test's requests

@@ -86,8 +86,3 @@ def add_server_log(run, lines: int):
         content="\n".join(f"INFO log line {i}" for i in range(1, lines + 1)),
     )
 
-
-@pytest.fixture(autouse=True)
-def _fast_password_hasher(settings):
-    """PBKDF2 at full strength costs about a second per user on a 2-core machine."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
