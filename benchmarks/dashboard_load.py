@@ -40,7 +40,8 @@ def seed(runs: int) -> dict:
     """Bulk-insert the history; returns the ids the pages need."""
     from django.core.management import call_command
 
-    from benchsite.bench.models import Annotation, Artifact, Benchmark, Measurement, Run, Variant
+    from benchsite.bench import services
+    from benchsite.bench.models import Annotation, Benchmark, Measurement, Run, Variant
 
     call_command("migrate", verbosity=0)
     benchmark = Benchmark.objects.create(name="Llama 8B TP2 H200", slug="load", model="/models/llama-8b",
@@ -68,7 +69,8 @@ def seed(runs: int) -> dict:
                                             ci_high=ci and ci[1], samples=[value] * 5))
     Measurement.objects.bulk_create(measurements, batch_size=5000)
     last = Run.objects.order_by("-id").first()
-    Artifact.objects.create(run=last, kind="server_log", name="server.log", content="\n".join(f"INFO {i}" for i in range(500)))
+    services.artifact_create(run=last, kind="server_log", name="server.log",
+                             content="\n".join(f"INFO {i}" for i in range(500)))
     Annotation.objects.create(benchmark=benchmark, text="enabled CUDA graphs", commit=last.commit[:10])
     first = Run.objects.filter(variant=last.variant).order_by("id").first()
     return {"slug": benchmark.slug, "run": last.pk, "other": first.pk}
@@ -118,7 +120,9 @@ def measure(db_path: Path, urls: dict[str, str], requests: int) -> dict[str, flo
 
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{db_path}", "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "dashboard-load",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}
+           "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+           # plain HTTP on loopback: no redirect to HTTPS (production settings assume a TLS proxy)
+           "DJANGO_SECURE_SSL_REDIRECT": "0", "DJANGO_BEHIND_TLS_PROXY": "0"}
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "benchsite.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}",
                                "--log-level", "warning"], cwd=ROOT, env=env)
     try:

@@ -3,19 +3,23 @@ on x, error bars from confidence intervals, runs judged incorrect apart from the
 benchmark's annotations placed on the same x axis, and at most MAX_POINTS points per series."""
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from datetime import datetime
 from datetime import timezone as dt_timezone
 
-from django.db.models import CharField, OuterRef, Subquery
+from django.core.cache import cache
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import CharField, Count, FilteredRelation, Max, Q, Subquery
 from django.db.models.functions import Cast
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from runners.contract import (ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, CORRECT, DECODE_TOK_S, ITL_MS_P99, METRICS,
                               TTFT_MS)
 
 from .downsample import lttb_indices
+from .templatetags.bench_format import num
 from .models import Benchmark, Measurement, Run
 
 # The timelines of a benchmark page, in this order; any registry metric can be asked for.
@@ -43,50 +47,54 @@ def chart_max_points(raw: str | None) -> int:
 
 
 def _rows(benchmark: Benchmark, metric: str) -> list[tuple]:
-    """(run, variant, batch, created, commit, value, ci_low, ci_high, correct, ref, build path)
-    of every successful run's measurement, oldest first; correct is 1.0, 0.0 or None (not judged)."""
-    verdict = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT).values("value")[:1]
-    # Batch and date as text: converting 10,000 of them to UUID and datetime costs more than the
-    # query; only the axis's few need a date (`_when`).
+    """(run, variant, batch, created, commit, value, ci_low, ci_high, ref, build path, verdict) of
+    every successful run's measurement, oldest first; verdict is 1.0, 0.0 or None (not judged)."""
+    # The verdict by a join on the (run, metric) unique index: a subquery per row cost more than
+    # the rest of the query. Batch and date as text: converting 10,000 of them to UUID and
+    # datetime costs more than the query; only the axis's ticks need them (`_tick`).
     return list(
         Measurement.objects.filter(run__benchmark=benchmark, run__state=Run.State.SUCCEEDED, metric=metric)
-        .annotate(verdict=Subquery(verdict), batch_text=Cast("run__batch", CharField()),
-                  created_text=Cast("run__created_at", CharField()))
+        .annotate(judged=FilteredRelation("run__measurements", condition=Q(run__measurements__metric=CORRECT)),
+                  batch_text=Cast("run__batch", CharField()), created_text=Cast("run__created_at", CharField()))
         .order_by("run__created_at", "run__id")
         .values_list("run_id", "run__variant_id", "batch_text", "created_text", "run__commit",
-                     "value", "ci_low", "ci_high", "verdict", "run__ref", "run__build__path")
+                     "value", "ci_low", "ci_high", "run__ref", "run__build__path", "judged__value")
     )
 
 
 def _when(text: str) -> datetime:
-    when = parse_datetime(text.replace(" ", "T", 1))
-    return when if timezone.is_aware(when) else timezone.make_aware(when, dt_timezone.utc)
+    """A date cast to text by SQLite ('2026-01-01 00:00:00', UTC) or PostgreSQL (with offset)."""
+    when = datetime.fromisoformat(text)
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt_timezone.utc)
 
 
-def _x_positions(rows) -> tuple[dict, list[dict]]:
+def _x_positions(rows) -> tuple[dict, list[tuple]]:
     """One x position per commit, in the order commits first ran; runs of the installed engine
-    (no commit) get one position per trigger batch."""
+    (no commit) get one position per trigger batch. The axis keeps (commit, batch, date) text."""
     index, axis = {}, []
     for _run, _variant, batch, created, commit, *_ in rows:
-        key = commit or f"batch:{batch}"
+        key = commit or batch
         if key not in index:
             index[key] = len(axis)
-            when = _when(created)
-            axis.append({"commit": commit, "batch": str(uuid.UUID(batch)), "t": when.isoformat(), "dt": when})
+            axis.append((commit, batch, created))
     return index, axis
 
 
-def _place_annotations(annotations, axis: list[dict]) -> list[dict]:
+def _tick(entry: tuple) -> dict:
+    commit, batch, created = entry
+    return {"commit": commit, "batch": str(uuid.UUID(batch)), "t": _when(created).isoformat()}
+
+
+def _place_annotations(annotations, axis: list[tuple]) -> list[dict]:
     """Each annotation with the x range it covers (None when its commit or dates are not on the axis)."""
-    placed = []
+    placed, dates = [], None
     for a in annotations:
-        xs = []
-        for x, tick in enumerate(axis):
-            if a.commit and tick["commit"].startswith(a.commit):
-                xs.append(x)
-            elif not a.commit and a.starts_at and tick["dt"] >= a.starts_at and (
-                    a.ends_at is None or tick["dt"] <= a.ends_at):
-                xs.append(x)
+        if a.commit:
+            xs = [x for x, (commit, _b, _t) in enumerate(axis) if commit.startswith(a.commit)]
+        else:
+            dates = dates or [_when(created) for _c, _b, created in axis]  # parsed only for date notes
+            xs = [x for x, when in enumerate(dates) if a.starts_at and when >= a.starts_at
+                  and (a.ends_at is None or when <= a.ends_at)]
         placed.append({"id": a.pk, "text": a.text, "commit": a.commit,
                        "starts_at": a.starts_at.isoformat() if a.starts_at else None,
                        "ends_at": a.ends_at.isoformat() if a.ends_at else None,
@@ -94,58 +102,117 @@ def _place_annotations(annotations, axis: list[dict]) -> list[dict]:
     return placed
 
 
-def _downsample(points: list[dict], max_points: int) -> list[dict]:
+def _downsample(points: list[tuple], max_points: int) -> list[tuple]:
     if len(points) <= max_points:
         return points
-    kept = lttb_indices([p["x"] for p in points], [p["y"] for p in points], max_points)
+    kept = lttb_indices([p[1] for p in points], [p[2] for p in points], max_points)
     return [points[i] for i in kept]
 
 
-def benchmark_history(*, benchmark: Benchmark, metric: str, max_points: int = MAX_POINTS) -> dict:
-    """The chart JSON of one metric. Points: {run, x, y, lo, hi} on the line, incorrect runs in
-    their variant's `incorrect` list; `axis` maps the x positions the points use to their
-    commit and first date."""
-    info = METRICS[metric]
-    variants = list(benchmark.variants.order_by("position").values("id", "name", "position"))
+def _point(p: tuple) -> dict:
+    run, x, y, lo, hi, ref, build_path = p
+    # what actually ran: the requested ref and the build path (installed / overlay / source)
+    return {"run": run, "x": x, "y": y, "lo": lo, "hi": hi, "ref": ref, "build": build_path or "installed"}
+
+
+def _series(benchmark: Benchmark, metric: str, max_points: int, variants: list[dict]) -> dict:
+    """The chart's per-variant points and the axis: everything but the annotations."""
     rows = _rows(benchmark, metric)
     index, axis = _x_positions(rows)
     line = {v["id"]: [] for v in variants}
     incorrect = {v["id"]: [] for v in variants}
-    for run, variant, batch, _created, commit, value, lo, hi, verdict, ref, build_path in rows:
-        # what actually ran: the requested ref and the build path (installed / overlay / source)
-        point = {"run": run, "x": index[commit or f"batch:{batch}"], "y": value, "lo": lo, "hi": hi,
-                 "ref": ref, "build": build_path or "installed"}
+    for run, variant, batch, _created, commit, value, lo, hi, ref, build_path, verdict in rows:
+        point = (run, index[commit or batch], value, lo, hi, ref, build_path)
         (incorrect if verdict == 0 else line).setdefault(variant, []).append(point)
     series, used = [], set()
     for v in variants:
         kept, bad = _downsample(line[v["id"]], max_points), _downsample(incorrect[v["id"]], max_points)
-        used.update(p["x"] for p in kept)
-        used.update(p["x"] for p in bad)
-        series.append({**v, "points": kept, "incorrect": bad, "total": len(line[v["id"]]) + len(incorrect[v["id"]])})
-    return {
-        "benchmark": benchmark.slug, "metric": metric, "label": info.label, "unit": info.unit,
-        "direction": info.direction, "x_count": len(axis),
-        "axis": {x: {k: v for k, v in axis[x].items() if k != "dt"} for x in sorted(used)},
-        "variants": series,
-        "annotations": _place_annotations(benchmark.annotations.all(), axis),
-    }
+        used.update(p[1] for p in kept)
+        used.update(p[1] for p in bad)
+        series.append({**v, "points": [_point(p) for p in kept], "incorrect": [_point(p) for p in bad],
+                       "total": len(line[v["id"]]) + len(incorrect[v["id"]])})
+    return {"x_count": len(axis), "axis": {x: _tick(axis[x]) for x in sorted(used)}, "variants": series,
+            "full_axis": axis}
+
+
+def _head(benchmark: Benchmark, metric: str) -> dict:
+    info = METRICS[metric]
+    return {"benchmark": benchmark.slug, "metric": metric, "label": info.label, "unit": info.unit,
+            "direction": info.direction}
+
+
+def _variants(benchmark: Benchmark) -> list[dict]:
+    return list(benchmark.variants.order_by("position").values("id", "name", "position"))
+
+
+def benchmark_history(*, benchmark: Benchmark, metric: str, max_points: int = MAX_POINTS) -> dict:
+    """The chart JSON of one metric. Points: {run, x, y, lo, hi, ref, build} on the line,
+    incorrect runs in their variant's `incorrect` list; `axis` maps the x positions the points
+    use to their commit, batch and first date."""
+    series = _series(benchmark, metric, max_points, _variants(benchmark))
+    full_axis = series.pop("full_axis")
+    return {**_head(benchmark, metric), **series,
+            "annotations": _place_annotations(benchmark.annotations.all(), full_axis)}
+
+
+CACHE_TTL_S = 600  # bounds how long an edit the version below cannot see (a deleted measurement) shows
+
+
+def _data_version(benchmark: Benchmark) -> tuple:
+    """What the series depend on, in one indexed query: the benchmark's run count and newest run
+    id (runs added or deleted) and the newest measurement write anywhere (results stored, a
+    verdict re-judged in place: Measurement.updated_at)."""
+    newest_write = Measurement.objects.order_by("-updated_at").values("updated_at")[:1]
+    row = (Benchmark.objects.filter(pk=benchmark.pk)
+           .values("pk").annotate(run_count=Count("runs"), last_run=Max("runs__id"), written=Subquery(newest_write))
+           .values_list("run_count", "last_run", "written").get())
+    return row
+
+
+def benchmark_history_json(*, benchmark: Benchmark, metric: str, max_points: int = MAX_POINTS) -> bytes:
+    """benchmark_history as JSON bytes, its series cached per data version (10,000 runs take
+    ~100 ms of CPU to read, shape and encode; a cached chart ~5 ms). Variant names and
+    annotations are read on every request, so renames and new notes show at once."""
+    variants = _variants(benchmark)
+    version = (_data_version(benchmark), tuple((v["id"], v["name"], v["position"]) for v in variants))
+    digest = hashlib.sha256(repr(version).encode()).hexdigest()[:32]
+    key = f"bench:chart:{benchmark.pk}:{metric}:{max_points}:{digest}"
+    cached = cache.get(key)
+    if cached is None:
+        series = _series(benchmark, metric, max_points, variants)
+        full_axis = series.pop("full_axis")
+        cached = (full_axis, json.dumps(series, cls=DjangoJSONEncoder)[1:-1])  # the object's members
+        cache.set(key, cached, CACHE_TTL_S)
+    full_axis, members = cached
+    rest = {**_head(benchmark, metric), "annotations": _place_annotations(benchmark.annotations.all(), full_axis)}
+    return ("{" + members + "," + json.dumps(rest, cls=DjangoJSONEncoder)[1:]).encode()
 
 
 FALLBACK_RUNS = 60  # newest successful runs in each chart's table fallback
 
 
+def _table_row(row: dict, verdict: float | None) -> dict:
+    """A fallback table row with its cells formatted here: 60 rows x 5 tables through template
+    filters cost more than the page's queries."""
+    when = timezone.localtime(row["run__created_at"])
+    ci = f"{num(row['ci_low'])}–{num(row['ci_high'])}" if row["ci_low"] is not None else ""
+    return {"run_id": row["run_id"], "variant": f"{row['run__variant__position']}. {row['run__variant__name']}",
+            "commit": row["run__commit"][:10], "iso": when.isoformat(), "when": when.strftime("%Y-%m-%d %H:%M"),
+            "value": num(row["value"]), "ci": ci, "verdict": verdict}
+
+
 def history_tables(*, benchmark: Benchmark, metrics=HISTORY_METRICS) -> list[dict]:
     """Each chart's table fallback: per metric, its values in the benchmark's newest
-    FALLBACK_RUNS successful runs (one query for all metrics, newest runs found by index)."""
+    FALLBACK_RUNS successful runs (one query for all metrics and verdicts, newest runs found by index)."""
     newest = (Run.objects.filter(benchmark=benchmark, state=Run.State.SUCCEEDED)
               .order_by("-created_at", "-id").values("id")[:FALLBACK_RUNS])
-    verdict = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT).values("value")[:1]
-    rows = (Measurement.objects.filter(run_id__in=Subquery(newest), metric__in=metrics)
-            .annotate(verdict=Subquery(verdict))
-            .order_by("-run__created_at", "-run_id")
-            .values("metric", "run_id", "run__variant__name", "run__variant__position", "run__commit",
-                    "run__created_at", "value", "ci_low", "ci_high", "verdict"))
+    rows = list(Measurement.objects.filter(run_id__in=Subquery(newest), metric__in=[*metrics, CORRECT])
+                .order_by("-run__created_at", "-run_id")
+                .values("metric", "run_id", "run__variant__name", "run__variant__position", "run__commit",
+                        "run__created_at", "value", "ci_low", "ci_high"))
+    verdicts = {row["run_id"]: row["value"] for row in rows if row["metric"] == CORRECT}
     tables = {m: [] for m in metrics}
     for row in rows:
-        tables[row["metric"]].append(row)
+        if row["metric"] in tables:
+            tables[row["metric"]].append(_table_row(row, verdicts.get(row["run_id"])))
     return [{"metric": m, "info": METRICS[m], "rows": tables[m]} for m in metrics]

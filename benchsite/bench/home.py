@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import F, OuterRef, Subquery, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Exists, OuterRef, Q, Subquery
 
 from runners.contract import CORRECT, DECODE_TOK_S
 
@@ -16,21 +15,32 @@ SPARK_POINTS = 30  # successful runs per variant in the sparkline
 ACTIVE_LIMIT = 200
 
 
-def _recent_decode_rows() -> dict[int, list[dict]]:
-    """Per variant, its newest SPARK_POINTS successful runs' tok/s (newest first) with verdicts."""
-    verdict = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT).values("value")[:1]
-    rank = Window(RowNumber(), partition_by=[F("run__variant_id")],
-                  order_by=[F("run__created_at").desc(), F("run__id").desc()])
-    rows = (
-        Measurement.objects.filter(metric=DECODE_TOK_S, run__state=Run.State.SUCCEEDED)
-        .annotate(rank=rank, verdict=Subquery(verdict))
-        .filter(rank__lte=SPARK_POINTS)
-        .order_by("run__variant_id", "rank")
-        .values("run_id", "run__variant_id", "run__commit", "run__batch", "run__created_at", "value", "verdict")
-    )
+def _variants_with_cutoff():
+    """Every variant, with the date of its SPARK_POINTS-th newest successful run with a decode
+    figure (None when it has fewer): found by the (variant, created_at) index, a few rows each."""
+    has_decode = Measurement.objects.filter(run=OuterRef("pk"), metric=DECODE_TOK_S)
+    nth = (Run.objects.filter(variant=OuterRef("pk"), state=Run.State.SUCCEEDED).filter(Exists(has_decode))
+           .order_by("-created_at", "-id").values("created_at")[SPARK_POINTS - 1:SPARK_POINTS])
+    return Variant.objects.order_by("benchmark_id", "position").annotate(cutoff=Subquery(nth))
+
+
+def _recent_decode_rows(variants) -> dict[int, list[dict]]:
+    """Per variant, its newest SPARK_POINTS successful runs' tok/s (newest first) with verdicts,
+    in one query: each variant's runs from its cutoff on (a window over every run costs 0.2 s
+    at 10,000 runs)."""
+    if not variants:
+        return {}
+    since = Q()
+    for v in variants:
+        since |= Q(run__variant_id=v.pk, **({"run__created_at__gte": v.cutoff} if v.cutoff else {}))
+    rows = (Measurement.objects.filter(since, metric__in=[DECODE_TOK_S, CORRECT], run__state=Run.State.SUCCEEDED)
+            .order_by("-run__created_at", "-run_id")
+            .values("metric", "run_id", "run__variant_id", "run__commit", "run__batch", "run__created_at", "value"))
+    verdicts = {r["run_id"]: r["value"] for r in rows if r["metric"] == CORRECT}
     by_variant = defaultdict(list)
     for row in rows:
-        by_variant[row["run__variant_id"]].append(row)
+        if row["metric"] == DECODE_TOK_S and len(by_variant[row["run__variant_id"]]) < SPARK_POINTS:
+            by_variant[row["run__variant_id"]].append({**row, "verdict": verdicts.get(row["run_id"])})
     return by_variant
 
 
@@ -55,9 +65,10 @@ def _summary(rows: list[dict]) -> dict:
 
 def home_benchmarks() -> list[dict]:
     """[{benchmark, variants: [{variant, latest, previous, change, verdict, spark}], active: [Run]}]."""
-    recent = _recent_decode_rows()
+    all_variants = list(_variants_with_cutoff())
+    recent = _recent_decode_rows(all_variants)
     variants = defaultdict(list)
-    for variant in Variant.objects.order_by("benchmark_id", "position"):
+    for variant in all_variants:
         variants[variant.benchmark_id].append({"variant": variant, **_summary(recent.get(variant.pk, []))})
     active = defaultdict(list)
     runs = (Run.objects.filter(state__in=[Run.State.QUEUED, *Run.ACTIVE_STATES])

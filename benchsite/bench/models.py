@@ -207,6 +207,10 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # The dashboard's newest-first reads of a variant's or a benchmark's runs walk these
+        # (the ladder's latest runs: 0.5 s -> 15 ms at 10,000 runs, docs/measurements.md).
+        indexes = [models.Index(fields=["variant", "created_at", "id"], name="run_variant_created_idx"),
+                   models.Index(fields=["benchmark", "created_at", "id"], name="run_benchmark_created_idx")]
 
     def __str__(self):
         return f"run {self.pk} {self.variant.name} {self.state}"
@@ -234,10 +238,13 @@ class Measurement(models.Model):
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
+    # The newest write anywhere versions the dashboard's cached charts (a verdict re-judged in place).
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
     class Meta:
         ordering = ["metric"]
         constraints = [models.UniqueConstraint(fields=["run", "metric"], name="measurement_metric_unique")]
+        indexes = [models.Index(fields=["metric", "run"], name="measurement_metric_run_idx")]  # one metric's history
 
     def __str__(self):
         return f"{self.metric}={self.value:g}{self.unit}"
