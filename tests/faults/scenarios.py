@@ -188,8 +188,9 @@ def database_down(svc: Service) -> dict:
     svc.db_proxy.cut()
     cut_at = time.monotonic()
     svc.gate.touch()  # the run ends now; its result meets a web side without a database
-    retried, _ = wait_until(lambda: re.search(r"bench\.record_result\[([^\]]+)\] retry: Retry in", svc.workers.log("web")),
-                            60, "the result to be retried while the database is down", explain=svc.workers.tails)
+    retry_line = r"bench\.record_result\[([^\]]+)\] retry: Retry in"
+    retried, _ = wait_until(lambda: re.search(retry_line, svc.workers.log("web")), 60,
+                            "the result to be retried while the database is down", explain=svc.workers.tails)
     result_task = retried.group(1)
     time.sleep(max(0.0, DATABASE_OUTAGE_S - (time.monotonic() - cut_at)))
     during = svc.run(run.id)  # this process reads the database directly: it never went away
