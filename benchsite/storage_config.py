@@ -13,9 +13,12 @@ def s3_artifacts_storage(*, bucket: str, endpoint_url: str = "", region: str = "
                          secret_key: str = "", prefix: str = "") -> dict:
     """django-storages' S3Storage for any S3-compatible store (MinIO: path-style addressing).
     Uploads stream in 8 MiB parts, two at a time: a non-seekable stream (what the worker
-    sends, hashed as it goes) is buffered part by part, so memory stays a few parts."""
+    sends, hashed as it goes) is buffered part by part, at most 3 parts in memory (boto3's
+    default, 10, costs 80 MB more: benchmarks/artifacts_memory.py)."""
     from boto3.s3.transfer import TransferConfig
 
+    transfer = TransferConfig(multipart_threshold=S3_PART_BYTES, multipart_chunksize=S3_PART_BYTES, max_concurrency=2)
+    transfer.max_in_memory_upload_chunks = 3  # s3transfer's setting; boto3's constructor does not take it
     return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
         "bucket_name": bucket,
         "endpoint_url": endpoint_url or None,
@@ -27,6 +30,5 @@ def s3_artifacts_storage(*, bucket: str, endpoint_url: str = "", region: str = "
         "default_acl": None,
         "querystring_auth": True,
         "file_overwrite": False,
-        "transfer_config": TransferConfig(multipart_threshold=S3_PART_BYTES, multipart_chunksize=S3_PART_BYTES,
-                                          max_concurrency=2),
+        "transfer_config": transfer,
     }}
