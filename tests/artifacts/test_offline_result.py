@@ -1,0 +1,33 @@
+"""Offline (`runners execute` / `runners ladder`): the result file carries the logs' tails
+inline and the traces' paths; an import stores the text and says the traces stayed behind."""
+import pytest
+
+from benchsite.bench import services
+from runners.artifacts import file_artifact, inline_for_file, text_artifact
+
+
+def test_text_files_are_inlined_as_their_tail_and_traces_stay_paths(tmp_path):
+    log = tmp_path / "vllm-serve.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100_000)))  # 1.3 MB
+    inlined = inline_for_file([file_artifact("server_log", "vllm-serve.log", log),
+                               file_artifact("profiler_trace", "rank0.json.gz", tmp_path / "rank0.json.gz"),
+                               text_artifact("probe_json", "decode.json", "{}")])
+    assert len(inlined[0]["content"]) == 200_000 and inlined[0]["content"].endswith("line 99999\n")
+    assert "path" not in inlined[0]
+    assert inlined[1] == {"kind": "profiler_trace", "name": "rank0.json.gz", "path": str(tmp_path / "rank0.json.gz")}
+    assert inlined[2]["content"] == "{}"
+
+
+@pytest.mark.django_db
+def test_an_import_stores_the_text_and_records_the_trace_as_not_stored(fs_storage, tmp_path):
+    log = tmp_path / "vllm-serve.log"
+    log.write_text("INFO ready\n")
+    artifacts = inline_for_file([file_artifact("server_log", "vllm-serve.log", log),
+                                 file_artifact("profiler_trace", "rank0.json.gz", "/gpu-host/work/rank0.json.gz")])
+    [run] = services.runs_import(data={"format": "decode-bench-ladder/1",
+        "benchmark": {"name": "offline", "slug": "offline", "model": "m"},
+        "runs": [{"variant": {"name": "eager"}, "state": "SUCCEEDED",
+                  "result": {"measurements": [{"metric": "decode_tok_s", "value": 10.0}], "artifacts": artifacts}}]})
+    assert run.artifacts.get(kind="server_log").read_text() == "INFO ready\n"
+    trace = run.artifacts.get(kind="profiler_trace")
+    assert trace.file == "" and "stayed on the GPU host at /gpu-host/work/rank0.json.gz" in trace.error
