@@ -3,7 +3,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from benchsite.bench.models import Benchmark, Run, Variant
+from benchsite.bench.models import Benchmark, EngineSource, Run, Variant
 from runners import contract
 
 _COMMIT_PREFIX = re.compile(r"^[0-9a-f]{4,64}$")
@@ -78,7 +78,8 @@ def trigger_request_parse(body: bytes) -> TriggerRequest:
     if benchmark is None:
         raise BadRequest(f"no benchmark with slug {slug!r}", status=404)
     commit, ref = data.get("commit") or "", data.get("ref") or ""
-    if not commit and not ref:
+    # A benchmark on the worker's installed engine has no repository: it runs with neither.
+    if not commit and not ref and _builds_from_git(benchmark):
         raise BadRequest("give `commit` (a full SHA) or `ref` (a branch, tag or commit)")
     if commit and not (isinstance(commit, str) and contract.is_full_sha(commit.lower())):
         raise BadRequest(f"commit={commit!r} is not a full 40-character SHA (use `ref` for a branch or tag)")
@@ -89,6 +90,11 @@ def trigger_request_parse(body: bytes) -> TriggerRequest:
             raise BadRequest(str(exc)) from None
     return TriggerRequest(benchmark=benchmark, commit=commit.lower(), ref=ref,
                           variants=_variants(benchmark, data.get("variants")))
+
+
+def _builds_from_git(benchmark: Benchmark) -> bool:
+    source = benchmark.engine_source
+    return source is not None and source.kind == EngineSource.Kind.GIT
 
 
 def _variants(benchmark: Benchmark, names) -> list[Variant] | None:

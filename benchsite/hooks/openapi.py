@@ -41,7 +41,7 @@ def openapi_document() -> dict:
                 "type": "object", "additionalProperties": False, "required": ["benchmark"],
                 "properties": {"benchmark": {"type": "string", "description": "the benchmark's slug"},
                                "commit": {"type": "string", "pattern": "^[0-9a-fA-F]{40}$"},
-                               "ref": {"type": "string", "description": "branch, tag or commit"},
+                               "ref": {"type": "string", "description": "branch, tag or commit (neither for a benchmark on the installed engine)"},
                                "variants": {"type": "array", "items": {"type": "string"}, "minItems": 1}}}},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },

@@ -104,6 +104,25 @@ def test_post_with_a_branch_runs_the_whole_ladder(client, sent, token):
         ("eager", "perf/fused-rmsnorm", ""), ("compiled", "perf/fused-rmsnorm", "")]
 
 
+def test_post_for_the_installed_engine_needs_no_commit_and_takes_none(client, sent, token,
+                                                                     django_capture_on_commit_callbacks):
+    """A benchmark without a repository runs the worker's installed vLLM (the demo, a GPU host's
+    wheelhouse install): it is triggered with no commit or ref, and refuses one."""
+    benchmark = make_benchmark("tiny-a")
+    benchmark.engine_source = None
+    benchmark.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post(client, {"benchmark": "tiny-a", "variants": ["eager"]}, token[1])
+    assert response.status_code == 201, response.content
+    assert [(r["variant"], r["ref"], r["commit"], r["state"]) for r in response.json()["runs"]] == [
+        ("eager", "", "", "QUEUED")]
+    assert [name for name, _, _ in sent] == ["bench.execute_run"]
+    refused = post(client, {"benchmark": "tiny-a", "ref": "main"}, token[1])
+    assert refused.status_code == 400
+    assert "runs the installed engine" in refused.json()["error"]
+    assert Run.objects.count() == 1
+
+
 @pytest.mark.parametrize("authorization", [None, "Bearer dbt_not-a-real-token", "Basic Y2k6eA=="])
 def test_post_without_a_valid_token_is_401(client, sent, token, authorization):
     make_benchmark("tiny-a")
