@@ -63,6 +63,55 @@
     },
   };
 
+  // Verdict and change-point marks (/api/benchmarks/<slug>/marks/, the regressions app): a
+  // triangle on a judged run's point (up: improvement, down: regression) and a dashed line at a
+  // change point's commit. A mark whose run was downsampled away is still in the table fallback.
+  var marks = {
+    id: "benchMarks",
+    afterDatasetsDraw: function (chart, _args, opts) {
+      var m = opts.marks, data = opts.data;
+      if (!m || !data) return;
+      var ctx = chart.ctx, area = chart.chartArea, xs = chart.scales.x, ys = chart.scales.y, drawn = 0;
+      var byRun = {};
+      chart.data.datasets.forEach(function (ds) {
+        ds.data.forEach(function (p) { byRun[p.run] = p; });
+      });
+      (m.change_points || []).forEach(function (c) {
+        var p = byRun[c.run], x = p ? p.x : null;
+        if (x == null) {
+          Object.keys(data.axis).forEach(function (k) { if (c.commit && data.axis[k].commit === c.commit) x = Number(k); });
+        }
+        if (x == null) return;
+        var px = xs.getPixelForValue(x);
+        if (px < area.left || px > area.right) return;
+        ctx.save();
+        ctx.strokeStyle = c.change != null && c.change < 0 === (data.direction === "higher") ? theme.bad : theme.ok;
+        ctx.setLineDash([6, 4]);
+        ctx.lineWidth = 1.5;
+        ctx.beginPath(); ctx.moveTo(px, area.top); ctx.lineTo(px, area.bottom); ctx.stroke();
+        ctx.fillStyle = ctx.strokeStyle;
+        ctx.font = "11px system-ui, sans-serif";
+        var pct = c.change != null ? (c.change >= 0 ? "+" : "") + (c.change * 100).toFixed(1) + "%" : "";
+        ctx.fillText("change " + pct + (c.status && c.status !== "open" ? " (" + c.status + ")" : ""), px + 3, area.bottom - 4);
+        ctx.restore();
+        drawn += 1;
+      });
+      (m.verdicts || []).forEach(function (v) {
+        var p = byRun[v.run];
+        if (!p) return;
+        var px = xs.getPixelForValue(p.x), py = ys.getPixelForValue(p.y), up = v.kind === "improvement";
+        if (px < area.left || px > area.right) return;
+        var tip = up ? py - 16 : py + 16, base = up ? py - 7 : py + 7;
+        ctx.save();
+        ctx.fillStyle = up ? theme.ok : theme.bad;
+        ctx.beginPath(); ctx.moveTo(px, tip); ctx.lineTo(px - 6, base); ctx.lineTo(px + 6, base); ctx.closePath(); ctx.fill();
+        ctx.restore();
+        drawn += 1;
+      });
+      chart.canvas.dataset.marks = String(drawn);
+    },
+  };
+
   function datasets(data) {
     var sets = data.variants.map(function (v, i) {
       var color = theme.palette[i % theme.palette.length];
@@ -88,7 +137,7 @@
     return tick.commit ? tick.commit.slice(0, 8) : tick.t.slice(5, 16).replace("T", " ");
   }
 
-  function render(canvas, statusEl, data) {
+  function render(canvas, statusEl, data, marksData) {
     var unit = data.unit ? " " + data.unit : "";
     var runUrl = canvas.dataset.runUrl || "/runs/0/";
     var sets = datasets(data);
@@ -98,7 +147,7 @@
     var chart = new Chart(canvas, {
       type: "line",
       data: { datasets: sets },
-      plugins: [errorBars, annotations],
+      plugins: [errorBars, annotations, marks],
       options: {
         animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
         interaction: { mode: "nearest", intersect: true },
@@ -122,6 +171,7 @@
         },
         plugins: {
           benchAnnotations: { items: data.annotations },
+          benchMarks: { marks: marksData, data: data },
           legend: { position: "bottom", labels: { boxWidth: 12 } },
           tooltip: {
             callbacks: {
@@ -160,7 +210,14 @@
           return body;
         });
       })
-      .then(function (data) { render(canvas, statusEl, data); })
+      .then(function (data) {
+        // marks are an extra: a chart is drawn without them when their endpoint fails
+        var url = canvas.dataset.marksUrl;
+        if (!url) return render(canvas, statusEl, data, null);
+        return fetch(url + "?metric=" + encodeURIComponent(canvas.dataset.metric), { headers: { Accept: "application/json" } })
+          .then(function (r) { return r.ok ? r.json() : null; }, function () { return null; })
+          .then(function (marksData) { render(canvas, statusEl, data, marksData); });
+      })
       .catch(function (err) { statusEl.textContent = "Chart unavailable: " + err.message; });
   }
 

@@ -104,9 +104,15 @@ def _judge(history):
 def test_benchmark_page_charts_render_db_points_and_open_runs(browser, live_server, history, ladder_benchmark):
     from benchsite.bench.models import Annotation
 
+    from benchsite.regressions.models import ChangePoint, Verdict
+
     _judge(history)  # batch 1's "nccl LL" output is wrong: a red cross, not on the line
     Annotation.objects.create(benchmark=ladder_benchmark, text="<script>window.pwned=1</script> enabled CUDA graphs",
                               commit="0123abcd")
+    marked = history[(2, 2)]  # an improvement verdict and a change point, drawn on the tok/s chart
+    Verdict.objects.create(run=marked, metric="decode_tok_s", kind="improvement", effect=0.01, threshold=0.005)
+    ChangePoint.objects.create(benchmark=ladder_benchmark, variant=marked.variant, series_key="k", metric="decode_tok_s",
+                               run=marked, index=1, commit=marked.commit, before=297.9, after=301.2, change=0.011)
     browser.get(f"{live_server.url}/b/{ladder_benchmark.slug}/")
     state = _wait(browser, _chart_state, "the Chart.js chart")
     expected = {}
@@ -121,6 +127,8 @@ def test_benchmark_page_charts_render_db_points_and_open_runs(browser, live_serv
     assert xs[history[(2, 1)].pk] == xs[history[(2, 2)].pk] == 2
     _wait(browser, _all_canvases_drawn, "every chart on the page")
     assert "1 annotation(s)" in browser.find_element("id", "chart-status-decode_tok_s").text
+    marks = browser.execute_script("return document.getElementById('chart-decode_tok_s').dataset.marks")
+    assert marks == "2"  # the verdict's triangle and the change point's line
     assert browser.execute_script("return window.pwned === undefined")
     assert "<script>window.pwned=1</script> enabled CUDA graphs" in browser.find_element("id", "annotations").text
     assert _severe_console_errors(browser) == []
