@@ -5,7 +5,10 @@ For GPU hosts that the service cannot reach: run here, carry the file back, and 
 
     {"benchmark": {"name", "slug", "model", "tensor_parallel_size", "prompt", "max_tokens",
                    "repeats", "warmup", "engine_args", "engine_env", "startup_timeout_s", "probes"},
-     "variants": [{"name", "flags", "env", "is_reference"}, ...]}
+     "variants": [{"name", "flags", "env", "is_reference", "builds_on"}, ...]}
+
+(`builds_on`, optional: the name of the step a variant changes, for the waterfall; default the
+previous one.)
 
 `--only 2,3 --out results.json` runs some variants and merges them into an existing file, so
 a long ladder can be split over several sessions of a leased machine.

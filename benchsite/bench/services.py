@@ -446,7 +446,24 @@ def runs_import(*, data: dict, gpu_pool: str = "imported") -> list[Run]:
                 run_fail(run_id=run.id, error=entry.get("error", "failed"), artifacts=entry.get("artifacts", []))
             Run.objects.filter(id=run.id).update(finished_at=_from_epoch(entry.get("finished_at")) or timezone.now())
             runs.append(run)
+        _import_builds_on(benchmark, [*data.get("variants", []), *(entry["variant"] for entry in data["runs"])])
     return runs
+
+
+def _import_builds_on(benchmark: Benchmark, specs: list[dict]) -> None:
+    """A ladder file's `builds_on` (another variant's name): the step each variant builds on in
+    the waterfall. A name that is not a variant of the benchmark fails the whole import."""
+    by_name = {v.name: v for v in benchmark.variants.all()}
+    for spec in specs:
+        base, variant = spec.get("builds_on"), by_name.get(spec.get("name"))
+        if not base or variant is None:
+            continue
+        if base not in by_name or base == variant.name:
+            raise ValueError(f"variant {variant.name!r} builds_on {base!r}: not another variant of {benchmark.slug} "
+                             f"(variants: {sorted(by_name)})")
+        if variant.builds_on_id != by_name[base].pk:
+            variant.builds_on = by_name[base]
+            variant.save(update_fields=["builds_on"])
 
 
 def _from_epoch(seconds):

@@ -14,7 +14,7 @@ from .repos import RepoURLError, repo_key
 
 _BENCHMARK_EXTRA = {"engine", "variants"}
 _BENCHMARK_SKIP = {"id", "created_at", "engine_source"}
-_VARIANT_FIELDS = {"name": "name", "flags": "flags", "env": "env", "reference": "is_reference"}
+_VARIANT_FIELDS = {"name": "name", "flags": "flags", "env": "env", "reference": "is_reference", "builds_on": "builds_on"}
 _WATCH_FIELDS = {"repo", "branches", "benchmarks", "secret_env"}
 _POSITION_SHIFT = 1000  # moves a ladder out of the way while it is renumbered (unique positions)
 
@@ -177,6 +177,11 @@ def _variants_apply(benchmark: Benchmark, specs, where: str, outcome: Outcome) -
         names.append(spec["name"])
     if len(set(names)) != len(names):
         raise ApplyError(f"{where}: variant names repeat: {names}")
+    for i, spec in enumerate(specs):
+        base = spec.get("builds_on")
+        if base is not None and (not isinstance(base, str) or base not in names or base == spec["name"]):
+            raise ApplyError(f"{where}.variants[{i}]: builds_on must name another variant of this ladder "
+                             f"({[n for n in names if n != spec['name']]}), not {base!r}")
     existing = {v.name: v for v in benchmark.variants.all()}
     extra = sorted((v for n, v in existing.items() if n not in names), key=lambda v: v.position)
     target = {name: i + 1 for i, name in enumerate(names)} | {v.name: len(names) + 1 + i for i, v in enumerate(extra)}
@@ -190,6 +195,22 @@ def _variants_apply(benchmark: Benchmark, specs, where: str, outcome: Outcome) -
         if shifted:
             Variant.objects.filter(id=v.id).update(position=target[v.name])
         outcome.notes.append(f"variant {benchmark.slug}/{v.name} is not in the file: kept (delete it in the admin)")
+    _builds_on_apply(benchmark, specs, outcome)
+
+
+def _builds_on_apply(benchmark: Benchmark, specs, outcome: Outcome) -> None:
+    """Which step each variant builds on (the waterfall's base; absent: the previous position),
+    once every variant of the file exists."""
+    by_name = {v.name: v for v in benchmark.variants.select_related("builds_on")}
+    for spec in specs:
+        variant, base = by_name[spec["name"]], spec.get("builds_on")
+        target = by_name[base] if base else None
+        if variant.builds_on_id != (target.pk if target else None):
+            old = variant.builds_on.name if variant.builds_on else "the previous step"
+            variant.builds_on = target
+            variant.save(update_fields=["builds_on"])
+            outcome.changes.append(f"update variant {benchmark.slug}/{variant.name}: builds_on: {old} -> "
+                                   f"{base or 'the previous step'}")
 
 
 def _variant_apply(benchmark, variant, spec, position, where, outcome, must_save: bool) -> None:

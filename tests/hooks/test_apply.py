@@ -98,7 +98,7 @@ def test_reordering_the_ladder_and_reusing_the_engine_by_any_url_form(tmp_path):
     ("benchmarks:\n  - {slug: x, name: X, model: m, gpu_pool: 'GPU Pool'}\n", "gpu_pool: Use lowercase"),
     ("benchmarks:\n  - {slug: x, name: X, model: m, engine_args: '--enforce-eager'}\n", "engine_args must be a list"),
     ("benchmarks:\n  - {slug: x, name: X, model: m, variants: [{name: a, is_reference: true}]}\n",
-     "unknown fields ['is_reference']; allowed: ['env', 'flags', 'name', 'reference']"),
+     "unknown fields ['is_reference']; allowed: ['builds_on', 'env', 'flags', 'name', 'reference']"),
     ("benchmarks:\n  - {slug: x, name: X, model: m, engine: {url: 'https://github.com/a/b'}}\n",
      "engine must be {repo: URL}"),
     ("benchmarks:\n  - {slug: x, name: X, model: m}\nwatches:\n  - {repo: 'https://github.com/a/b', "
@@ -137,3 +137,37 @@ def test_the_demo_is_applied_from_demo_yaml_idempotently(settings, tmp_path):
     before = snapshot()
     demo_benchmark_ensure()
     assert snapshot() == before
+
+
+BUILDS_ON = """\
+benchmarks:
+  - slug: h200
+    name: H200 ladder
+    model: /models/llama-8b
+    variants:
+      - {name: eager, reference: true}
+      - {name: CUDA graphs}
+      - {name: NCCL LL, env: {NCCL_PROTO: LL}}
+      - {name: fused, builds_on: CUDA graphs}
+"""
+
+
+def _bases():
+    return {v.name: v.builds_on.name if v.builds_on else None
+            for v in Variant.objects.filter(benchmark__slug="h200").select_related("builds_on")}
+
+
+def test_builds_on_names_the_step_a_variant_builds_on_and_is_idempotent(tmp_path):
+    out = apply(tmp_path, BUILDS_ON)
+    assert "update variant h200/fused: builds_on: the previous step -> CUDA graphs" in out
+    assert _bases() == {"eager": None, "CUDA graphs": None, "NCCL LL": None, "fused": "CUDA graphs"}
+    assert "no changes" in apply(tmp_path, BUILDS_ON).lower()
+    out = apply(tmp_path, BUILDS_ON.replace("{name: fused, builds_on: CUDA graphs}", "{name: fused}"))
+    assert "builds_on: CUDA graphs -> the previous step" in out and _bases()["fused"] is None
+
+
+@pytest.mark.parametrize("base", ["fused", "nope", "[1]"])
+def test_builds_on_must_name_another_variant_of_the_ladder(tmp_path, base):
+    with pytest.raises(CommandError, match=r"variants\[3\]: builds_on must name another variant of this ladder"):
+        apply(tmp_path, BUILDS_ON.replace("builds_on: CUDA graphs", f"builds_on: {base}"))
+    assert not Benchmark.objects.filter(slug="h200").exists()

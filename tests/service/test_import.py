@@ -68,3 +68,25 @@ def test_import_refuses_a_file_of_another_kind(tmp_path):
     with pytest.raises(CommandError, match="not a ladder result file"):
         call_command("bench_import", str(path))
     assert Run.objects.count() == 0
+
+
+def test_import_sets_builds_on_from_the_ladder_file(tmp_path):
+    from benchsite.bench.models import Variant
+
+    data = _ladder_result()
+    data["variants"] = [{"name": "eager"}, {"name": "graphs"}, {"name": "broken", "builds_on": "eager"}]
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    call_command("bench_import", str(path))
+    bases = {v.name: v.builds_on and v.builds_on.name for v in Variant.objects.filter(benchmark__slug="8b-tp2")}
+    assert bases == {"eager": None, "graphs": None, "broken": "eager"}
+
+
+def test_import_refuses_builds_on_of_an_unknown_variant_and_imports_nothing(tmp_path):
+    data = _ladder_result()
+    data["runs"][1]["variant"]["builds_on"] = "cuda graphs"
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CommandError, match=r"variant 'graphs' builds_on 'cuda graphs': not another variant of 8b-tp2"):
+        call_command("bench_import", str(path))
+    assert not Run.objects.exists() and not Benchmark.objects.exists()
