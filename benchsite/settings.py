@@ -179,6 +179,8 @@ BENCH_REAPER_REQUEUE = env_bool("BENCH_REAPER_REQUEUE", False)
 # A QUEUED run older than this whose message is in no queue (a broker restarted without its
 # data) is sent again by the reaper; the claim is conditional, so a duplicate is harmless.
 BENCH_REQUEUE_LOST_AFTER_S = env_int("BENCH_REQUEUE_LOST_AFTER_S", 600, minimum=1)
+# A GPU worker waits this long for its claim's answer, then retries the run after half of it.
+BENCH_CLAIM_TIMEOUT_S = env_int("BENCH_CLAIM_TIMEOUT_S", 60, minimum=1)
 # Web-queue messages that meet an unreachable database are retried, the wait doubling up to this.
 BENCH_DB_RETRY_BACKOFF_MAX_S = env_int("BENCH_DB_RETRY_BACKOFF_MAX_S", 30, minimum=1)
 # How long the GPU worker keeps retrying a result while the broker is unreachable.

@@ -24,7 +24,6 @@ from .artifacts import store_all
 
 log = logging.getLogger(__name__)
 
-CLAIM_TIMEOUT_S = 60
 
 
 class Reporter:
@@ -84,14 +83,17 @@ class Reporter:
 
 def _claim(task, run_id: int) -> bool:
     host = socket.gethostname()
-    reply = task.app.send_task(
-        "bench.claim_run", args=[run_id, task.request.id or "", host], queue=settings.BENCH_WEB_QUEUE
-    )
+    attempt = task.request.retries or 0
+    reply = task.app.send_task(  # `attempt` only on a retry: an older web side takes the 3 arguments
+        "bench.claim_run", args=[run_id, task.request.id or "", host], kwargs={"attempt": attempt} if attempt else {},
+        queue=settings.BENCH_WEB_QUEUE)
+    timeout_s = settings.BENCH_CLAIM_TIMEOUT_S
     try:
-        return bool(reply.get(timeout=CLAIM_TIMEOUT_S, disable_sync_subtasks=False))
+        return bool(reply.get(timeout=timeout_s, disable_sync_subtasks=False))
     except ResultTimeout:
-        # The web side is down or slow: the run is still QUEUED, try again later.
-        raise task.retry(countdown=30) from None
+        # The web side (or its database) is away: try again later. This claim may still land
+        # when it returns; the retry's claim then takes the run over (services.run_claim).
+        raise task.retry(countdown=timeout_s / 2) from None
 
 
 def _store(reporter: Reporter, artifacts: list[dict]) -> list[dict]:

@@ -117,10 +117,12 @@ def check_host(host) -> None:
              f"host gpu_count {count!r} is not a whole number from 0 to 1024")
 
 
-def check_claim(run_id, task_id, worker_host) -> None:
+def check_claim(run_id, task_id, worker_host, attempt=0) -> None:
     check_run(run_id)
     _string(task_id, "task id", 64)
     _string(worker_host, "worker host", 200)
+    _require(isinstance(attempt, int) and not isinstance(attempt, bool) and 0 <= attempt <= 1000,
+             f"attempt {attempt!r} is not a retry count")
 
 
 def check_progress(run_id, phase, state=None, task_id="") -> None:

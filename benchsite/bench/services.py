@@ -125,8 +125,13 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
     return runs
 
 
-def run_claim(*, run_id: int, task_id: str, worker_host: str) -> bool:
-    """Atomically take a QUEUED run for one worker; False if cancelled or already taken."""
+def run_claim(*, run_id: int, task_id: str, worker_host: str, attempt: int = 0) -> bool:
+    """Atomically take a QUEUED run for one worker; False if cancelled or already taken.
+
+    ATTEMPT > 0: a retry of the same task after its claim went unanswered (web side or database
+    away). That earlier claim may have landed since, leaving the run claimed by a task execution
+    that gave up: the retry takes it over while nothing has started. A second delivery of one
+    message (same task id, same attempt) still gets False."""
     now = timezone.now()
     claimed = Run.objects.filter(id=run_id, state=Run.State.QUEUED).update(
         state=Run.State.BUILDING,
@@ -136,7 +141,14 @@ def run_claim(*, run_id: int, task_id: str, worker_host: str) -> bool:
         started_at=now,
         heartbeat_at=now,
     )
-    return claimed == 1
+    if claimed or attempt < 1:
+        return claimed == 1
+    taken = Run.objects.filter(id=run_id, state=Run.State.BUILDING, task_id=task_id, phase="claimed").update(
+        worker_host=worker_host[:200], heartbeat_at=now)
+    if taken:
+        log.warning("run %s: an earlier claim of task %s landed late; its retry %d takes the run", run_id, task_id,
+                    attempt)
+    return taken == 1
 
 
 def run_progress(*, run_id: int, phase: str, state: str | None = None, task_id: str = "") -> None:

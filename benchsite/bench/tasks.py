@@ -21,8 +21,8 @@ DB_RETRY = {"autoretry_for": (OperationalError, InterfaceError), "retry_backoff"
 
 @shared_task(name="bench.claim_run", **DB_RETRY)
 @messages.checked(messages.check_claim)
-def claim_run(run_id: int, task_id: str, worker_host: str) -> bool:
-    return services.run_claim(run_id=run_id, task_id=task_id, worker_host=worker_host)
+def claim_run(run_id: int, task_id: str, worker_host: str, attempt: int = 0) -> bool:
+    return services.run_claim(run_id=run_id, task_id=task_id, worker_host=worker_host, attempt=attempt)
 
 
 @shared_task(name="bench.record_progress", **DB_RETRY)

@@ -172,15 +172,17 @@ def cancel_running(svc: Service) -> dict:
 
 
 # database_down: its clocks. The outage outlasts the heartbeat timeout, so a reaper that judged
-# unheard heartbeats would fail the run; retries wait at most BENCH_DB_RETRY_BACKOFF_MAX_S.
-DATABASE_DOWN_ENV = {"BENCH_HEARTBEAT_TIMEOUT_S": "6", "BENCH_DB_RETRY_BACKOFF_MAX_S": "2"}
+# unheard heartbeats would fail the run, and the GPU worker's claim timeout, so a run that starts
+# meanwhile is claimed by retries; web-queue retries wait at most BENCH_DB_RETRY_BACKOFF_MAX_S.
+DATABASE_DOWN_ENV = {"BENCH_HEARTBEAT_TIMEOUT_S": "6", "BENCH_DB_RETRY_BACKOFF_MAX_S": "2", "BENCH_CLAIM_TIMEOUT_S": "3"}
 DATABASE_OUTAGE_S = 8
 
 
 def database_down(svc: Service) -> dict:
     """Cut the web worker's database (a TCP proxy in front of PostgreSQL: open connections
-    closed, new ones refused) while a run ends on the GPU side; restore it: the result waits in
-    the queue, lands once, and the service goes on."""
+    closed, new ones refused) while a run ends on the GPU side and the next one is claimed;
+    restore it: the result waits in the queue and lands once, the next run is taken by the
+    claim's retry and succeeds."""
     assert svc.db_proxy is not None, "database_down needs the workers' database behind a TcpProxy"
     run = svc.trigger("gated")
     svc.wait_run(run.id, lambda r: r.phase == "starting engine", 60, "the run to start its engine")
@@ -192,6 +194,9 @@ def database_down(svc: Service) -> dict:
     retried, _ = wait_until(lambda: re.search(retry_line, svc.workers.log("web")), 60,
                             "the result to be retried while the database is down", explain=svc.workers.tails)
     result_task = retried.group(1)
+    after = svc.trigger("ok")  # its claim meets the outage (the GPU worker retries it)
+    wait_until(lambda: "bench.execute_run" in svc.workers.log("gpu") and " retry: Retry in" in svc.workers.log("gpu"),
+               60, "the next run's claim to go unanswered and be retried", explain=svc.workers.tails)
     time.sleep(max(0.0, DATABASE_OUTAGE_S - (time.monotonic() - cut_at)))
     during = svc.run(run.id)  # this process reads the database directly: it never went away
     assert not during.is_final, f"run {run.id} became {during.state} while the web side had no database"
@@ -203,7 +208,6 @@ def database_down(svc: Service) -> dict:
     assert done.state == "SUCCEEDED", done.error
     wait_until(lambda: f"[{result_task}] succeeded" in svc.workers.log("web"), 30, "the result task to return",
                explain=svc.workers.tails)
-    after = svc.trigger("ok")  # the web side works again end to end
     next_run, _ = svc.wait_final(after.id)
     assert next_run.state == "SUCCEEDED", next_run.error
     metrics = list(svc.run(run.id).measurements.values_list("metric", flat=True))

@@ -66,3 +66,4 @@ def test_results_sent_while_the_web_side_database_is_down_land_once_when_it_retu
     web_log = proxied_db_service.workers.log("web")
     assert "OperationalError" in web_log  # the outage was real: the worker's queries failed
     assert "heartbeats are judged from now on" in web_log  # and the reaper did not judge the unheard ones
+    assert "landed late; its retry" in web_log  # the next run: claimed by a given-up attempt, taken by its retry

@@ -119,3 +119,21 @@ def test_the_reaper_judges_only_the_silence_it_could_hear(running, settings):
     later = t + timedelta(seconds=61)
     assert services.runs_reap_stale(now=later, listening_since=services.reaper_listening_since(now=later)) == 1
     assert Run.objects.get(id=running.id).state == Run.State.FAILED
+
+
+def test_a_claim_retried_after_no_answer_takes_over_the_late_claim_of_its_own_task(sent, django_capture_on_commit_callbacks):
+    """The database was away: attempt 0's claim went unanswered and landed later; the task's retry
+    (same task id, attempt 1) takes the run while nothing has started. A second delivery of one
+    attempt, or a claim once the run has moved on, still gets False."""
+    benchmark = Benchmark.objects.create(name="c", slug="c", model="/models/m")
+    services.variant_create(benchmark=benchmark, name="eager")
+    with django_capture_on_commit_callbacks(execute=True):
+        [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API)
+    assert tasks.claim_run(run.id, "exec-1", "gpu-1") is True  # attempt 0's claim, landing late
+    assert tasks.claim_run(run.id, "exec-1", "gpu-1") is False  # the same message delivered twice
+    assert tasks.claim_run(run.id, "exec-2", "gpu-2", attempt=1) is False  # another task
+    assert tasks.claim_run(run.id, "exec-1", "gpu-3", attempt=1) is True  # the retry takes it over
+    assert Run.objects.get(id=run.id).worker_host == "gpu-3"
+    services.run_progress(run_id=run.id, phase="starting engine", task_id="exec-1")
+    assert tasks.claim_run(run.id, "exec-1", "gpu-4", attempt=2) is False  # it started: no second execution
+    assert tasks.claim_run(run.id, "exec-1", "gpu-4", attempt=-1) is None  # a bad message is dropped
