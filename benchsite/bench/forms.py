@@ -1,3 +1,6 @@
+import base64
+import binascii
+
 from django import forms
 
 from runners.contract import MAX_PATCH_BYTES, SpecError, check_ref
@@ -31,6 +34,10 @@ class TriggerForm(forms.Form):
         required=False,
         help_text="Optional unified diff (git diff) applied on top of the variant's patches; at most 1 MiB.",
     )
+    # The confirm page carries an uploaded patch back as base64 (a file input cannot be refilled,
+    # and a form field's newlines would be rewritten as CRLF); checked again like an upload.
+    patch_name = forms.CharField(required=False, max_length=200, widget=forms.HiddenInput)
+    patch_b64 = forms.CharField(required=False, max_length=MAX_PATCH_BYTES * 2, widget=forms.HiddenInput)
 
     def __init__(self, *args, benchmark: Benchmark, **kwargs):
         super().__init__(*args, **kwargs)
@@ -60,10 +67,29 @@ class TriggerForm(forms.Form):
             return None
         if upload.size > MAX_PATCH_BYTES:
             raise forms.ValidationError(f"The patch is {upload.size} bytes; the limit is {MAX_PATCH_BYTES} (1 MiB).")
-        try:
-            content = upload.read().decode("utf-8")
-        except UnicodeDecodeError:
-            raise forms.ValidationError("The patch is not UTF-8 text (binary patches are not supported).") from None
-        if not ("\n+++ " in content and "\n@@ " in content):
-            raise forms.ValidationError("The file is not a unified diff (no '+++' file header and '@@' hunk).")
-        return {"name": upload.name[:200], "content": content}
+        return _check_patch(upload.name, upload.read())
+
+    def clean(self):
+        cleaned = super().clean()
+        if not cleaned.get("patch") and cleaned.get("patch_b64") and "patch" not in self.errors:
+            try:
+                raw = base64.b64decode(cleaned["patch_b64"], validate=True)
+            except (binascii.Error, ValueError):
+                raise forms.ValidationError({"patch": "The carried patch is not base64; upload it again."}) from None
+            if len(raw) > MAX_PATCH_BYTES:
+                raise forms.ValidationError({"patch": f"The patch is {len(raw)} bytes; the limit is {MAX_PATCH_BYTES}."})
+            try:
+                cleaned["patch"] = _check_patch(cleaned.get("patch_name") or "patch.diff", raw)
+            except forms.ValidationError as exc:
+                raise forms.ValidationError({"patch": exc.messages}) from None
+        return cleaned
+
+
+def _check_patch(name: str, raw: bytes) -> dict:
+    try:
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise forms.ValidationError("The patch is not UTF-8 text (binary patches are not supported).") from None
+    if not ("\n+++ " in content and "\n@@ " in content):
+        raise forms.ValidationError("The file is not a unified diff (no '+++' file header and '@@' hunk).")
+    return {"name": name[:200], "content": content}

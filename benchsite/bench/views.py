@@ -10,6 +10,7 @@ from . import artifacts as artifact_store
 from . import compare, history, home, permissions, runpage, selectors, services, waterfall
 from .annotations import AnnotationForm, annotation_create
 from .forms import TriggerForm
+from .trigger_plan import trigger_plan
 from .models import Artifact, Run
 
 
@@ -50,7 +51,13 @@ def benchmark_trigger(request, slug):
     if request.method == "GET":  # e.g. back from the login page: the form is on the benchmark page
         return redirect("bench:benchmark", slug=slug)
     form = TriggerForm(request.POST, request.FILES, benchmark=benchmark)
-    if form.is_valid():
+    if form.is_valid() and request.POST.get("step") == "review":  # the form's button: summary first
+        variants = list(form.cleaned_data["variants"].prefetch_related("patches"))
+        plan = trigger_plan(benchmark=benchmark, variants=variants, ref=form.cleaned_data["ref"],
+                            patch=form.cleaned_data["patch"])
+        return render(request, "bench/trigger_confirm.html",
+                      {"benchmark": benchmark, "plan": plan, "variant_ids": [v.pk for v in variants]})
+    if form.is_valid():  # the confirm page's button (or a scripted POST without the review step)
         upload = form.cleaned_data["patch"]
         try:
             runs = services.runs_trigger(

@@ -185,7 +185,8 @@ def test_every_page_draws_its_charts_without_console_errors(browser, live_server
 
 def test_login_trigger_and_run_page_in_browser(browser, live_server, history, ladder_benchmark, user, monkeypatch):
     enqueued = []
-    monkeypatch.setattr(services, "enqueue_run", enqueued.append)  # the live server runs in this process
+    # the live server runs in this process; enqueue_run(run_id, queue="")
+    monkeypatch.setattr(services, "enqueue_run", lambda run_id, *args, **kwargs: enqueued.append(run_id))
     browser.get(f"{live_server.url}/b/{ladder_benchmark.slug}/")
     browser.find_element("link text", "Log in to trigger").click()
     browser.find_element("name", "username").send_keys("alice")
@@ -200,6 +201,11 @@ def test_login_trigger_and_run_page_in_browser(browser, live_server, history, la
     assert "2 run(s) — 1. eager, 3. nccl LL" in summary and "on pool h200x2 (queue gpu.h200x2)" in summary
     # this benchmark runs the installed engine: no ref (the ref field is tested in tests/build)
     browser.find_element("css selector", ".trigger-form button[type=submit]").click()
+    plan = _wait(browser, lambda d: d.find_elements("id", "trigger-plan-summary"), "the review page")[0].text
+    assert "2 runs of /models/llama-8b-random" in plan and "on pool h200x2 (queue gpu.h200x2)" in plan
+    assert enqueued == []  # nothing is queued before the confirm button
+    _screenshot(browser, "trigger-review.png")
+    browser.find_element("css selector", ".trigger-confirm button[type=submit]").click()
     message = _wait(browser, lambda d: d.find_elements("css selector", ".messages li"), "the success message")
     assert "Queued 2 run(s): eager, nccl LL." in message[0].text
     _screenshot(browser, "triggered.png")

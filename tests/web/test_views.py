@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 def enqueued(monkeypatch):
     """Run ids handed to the broker, recorded instead of sent (no broker in these tests)."""
     calls = []
-    monkeypatch.setattr(services, "enqueue_run", calls.append)
+    monkeypatch.setattr(services, "enqueue_run", lambda run_id, *args, **kwargs: calls.append(run_id))
     return calls
 
 
