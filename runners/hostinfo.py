@@ -85,3 +85,8 @@ def fingerprint(info: dict) -> str:
         gpus = f"{info['gpu_count']}x {info.get('gpu_model') or 'unknown GPU'}"
         gpus += f", driver {info['driver']}" if info.get("driver") else ", driver unknown"
     return f"{gpus}, {info.get('cpu_model') or 'unknown CPU'}"
+
+
+def host_queue(pool_queue: str, hostname: str) -> str:
+    """The queue only HOSTNAME's GPU worker of a pool consumes (besides the pool's own)."""
+    return f"{pool_queue}.host.{hostname}"

@@ -14,6 +14,7 @@ from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.exceptions import TimeoutError as ResultTimeout
 from django.conf import settings
+from kombu import Exchange, Queue
 
 from runners.engine import orphans
 from runners.health import BatchHealthCheck, HealthConfigError
@@ -160,7 +161,8 @@ def _consume_host_queues(sender=None, instance=None, **kwargs) -> None:
     queues = instance.app.amqp.queues
     for name in list(queues.consume_from):
         if name.startswith("gpu.") and ".host." not in name:
-            queues.select_add(host_queue(name, socket.gethostname()))
+            mine = host_queue(name, socket.gethostname())
+            queues.select_add(Queue(mine, Exchange(mine), routing_key=mine))  # as send_task(queue=...) makes it
 
 
 @signals.worker_init.connect

@@ -43,6 +43,12 @@ def confirm_regressions() -> bool:
     return _get("BENCH_CONFIRM_REGRESSIONS", env_bool("BENCH_CONFIRM_REGRESSIONS", True))
 
 
+def confirm_host_seen_h() -> int:
+    """A host of the pool counts as a place for a confirmation re-run when it finished a run within
+    this many hours."""
+    return _get("BENCH_CONFIRM_HOST_SEEN_H", env_int("BENCH_CONFIRM_HOST_SEEN_H", 24, minimum=1))
+
+
 def comm_health_drift() -> float:
     """A host whose allreduce latency moved more than this (0.25 = 25%) from the median of its
     own earlier checks is flagged."""

@@ -3,14 +3,17 @@ if that run lands on the regressed side. A false-alarm rate p becomes about p sq
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.db import transaction
+from django.utils import timezone
 
 from benchsite.bench.models import EngineSource, Measurement, Run
 from benchsite.bench.services import TriggerError, runs_trigger
 from runners import contract
+from runners.hostinfo import host_queue
 
-from . import conf
+from . import conf, judging
 from .alerts import alerts_queue
 from .models import ChangePoint, Verdict
 from .samples import run_figure
@@ -26,6 +29,19 @@ def _confirm_directly(cp: ChangePoint) -> None:
     alerts_queue(change_point=cp)
 
 
+def confirm_host(run: Run, *, now=None) -> str:
+    """Another worker host of `run`'s pool with the same host fingerprint, seen finishing a run
+    in the last conf.confirm_host_seen_h() hours (the most recent such); '' when there is none,
+    or when the fingerprint is unknown (an older worker: another host is another series)."""
+    if not run.host_fingerprint or not run.worker_host:
+        return ""
+    since = (now or timezone.now()) - timedelta(hours=conf.confirm_host_seen_h())
+    return (Run.objects.filter(benchmark__gpu_pool=run.benchmark.gpu_pool, host_fingerprint=run.host_fingerprint,
+                               state=Run.State.SUCCEEDED, finished_at__gte=since)
+            .exclude(worker_host__in=["", run.worker_host]).order_by("-finished_at", "-id")
+            .values_list("worker_host", flat=True).first()) or ""
+
+
 def changepoint_confirm(*, change_point: ChangePoint) -> None:
     """Queue the confirmation run of a new regression (or alert at once when confirmation is
     off or impossible). A wrong output needs no second run: greedy output is deterministic."""
@@ -36,10 +52,15 @@ def changepoint_confirm(*, change_point: ChangePoint) -> None:
         return _confirm_directly(cp)
     source = cp.benchmark.engine_source
     at_commit = source is not None and source.kind == EngineSource.Kind.GIT and contract.is_full_sha(cp.commit)
+    # On another host of the pool when there is one (its own queue): a host's own fault is not
+    # confirmed by the same host. Left waiting there BENCH_REQUEUE_LOST_AFTER_S, it is re-sent to
+    # the pool (the reaper's lost-message check reads the pool queue), so a dead host delays it only.
+    other = confirm_host(cp.run)
     try:
         # No 'confirm' trigger kind exists in bench: ChangePoint.confirm_run records why it ran.
         (rerun,) = runs_trigger(benchmark=cp.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[cp.variant],
-                                commit=cp.commit if at_commit else "", ref=cp.commit if at_commit else "")
+                                commit=cp.commit if at_commit else "", ref=cp.commit if at_commit else "",
+                                queue=host_queue(cp.benchmark.queue, other) if other else "")
     except TriggerError as exc:
         log.warning("change point %s: no confirmation run (%s); alerting without one", cp.id, exc)
         return _confirm_directly(cp)
@@ -47,13 +68,23 @@ def changepoint_confirm(*, change_point: ChangePoint) -> None:
     cp.save(update_fields=["confirmation", "confirm_run", "updated_at"])
 
 
+def _noise_before(cp: ChangePoint) -> float | None:
+    """The series' run-to-run noise over the runs before the change (judging.robust_noise)."""
+    if cp.previous_run is None:
+        return None
+    points = series_points(run=cp.previous_run, metric=cp.metric, until_run=cp.previous_run)
+    return judging.robust_noise([p.value for p in points][-conf.max_history():])
+
+
 def _agrees(cp: ChangePoint, run: Run) -> bool:
-    """The re-run lands nearer the level after the change than the level before it."""
+    """The re-run lands beyond the level before the change by half a noise width or more, toward
+    the level after it (judging.confirmation_agrees)."""
     if run.state != Run.State.SUCCEEDED or Measurement.objects.filter(run=run, metric=contract.CORRECT, value=0).exists():
         return False
     measurement = Measurement.objects.filter(run=run, metric=cp.metric).first()
     figure = run_figure(measurement) if measurement is not None else None
-    return figure is not None and abs(figure - cp.after) < abs(figure - cp.before)
+    return figure is not None and judging.confirmation_agrees(figure=figure, before=cp.before, after=cp.after,
+                                                              noise=_noise_before(cp))
 
 
 def confirmations_resolve(*, run: Run) -> list[ChangePoint]:
