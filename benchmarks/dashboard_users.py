@@ -9,8 +9,10 @@ server; dropped after), seeds it as benchmarks/dashboard_load.py does (RUNS runs
 settings (DJANGO_DEBUG=0) on a free port, then lets USERS clients loose at once, each with its
 own connection: half are logged-in members (a session of their own), half anonymous. Each
 user requests every dashboard page (home, benchmark, chart JSON, waterfall, run page, run
-JSON, compare) ROUNDS times in its own shuffled order; between two requests it waits a random
-0 to 2 x THINK_S (default 0: every user always has a request in flight, the worst case).
+JSON, compare) ROUNDS times in its own shuffled order; before its first request and between two
+it waits a random 0 to 2 x THINK_S (default 0: all start at once and every user always has a
+request in flight, the worst case). Each page is requested a few times first (not counted), as
+a running server has warm caches.
 Prints p50/p95/max latency per page and over all, requests per second and errors (any status
 but 200, or a transport error): the bar is 0 errors.
 """
@@ -65,6 +67,7 @@ def _user(base: str, urls: dict, rounds: int, think_s: float, session: str | Non
     cookies = {"sessionid": session} if session else None
     with httpx.Client(base_url=base, cookies=cookies, timeout=60) as client:
         start.wait()
+        time.sleep(rng.uniform(0, 2 * think_s))  # arrivals spread over one think time
         for name in plan:
             t0 = time.perf_counter()
             try:
@@ -103,6 +106,10 @@ def _load(args, urls: dict, sessions: list[str], env: dict, log: Path) -> dict:
             if time.monotonic() > deadline or gunicorn.poll() is not None:
                 raise RuntimeError(f"gunicorn did not answer: {log.read_text()[-2000:]}")
             time.sleep(0.3)
+        with httpx.Client(base_url=base, timeout=60) as warm:  # every page, about once per gunicorn worker
+            for _ in range(args.workers):
+                for url in urls.values():
+                    warm.get(url)
         results: list = []
         start = threading.Event()
         threads = [threading.Thread(target=_user, args=(base, urls, args.rounds, args.think_s,
