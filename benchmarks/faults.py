@@ -12,7 +12,9 @@ recovery_s: worker_sigkill, from the kill to the run failed with the reason; eng
 from the run starting to it failing; redis_restart, from Redis back to both runs final;
 duplicate_delivery, from the second worker's start to the duplicate skipped; cancel_running,
 from the cancel to the late messages refused (the engine group itself goes sooner);
-database_down, from the database back to the run's result stored.
+database_down, from the database back to the run's result stored; disk_full_artifacts (the
+workers' artifact storage a full 1 MiB tmpfs: needs root), from the trigger to the run final with
+its measurements and every artifact marked "disk full (ENOSPC)".
 """
 import argparse
 import contextlib
@@ -27,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 FAULTS = ("worker_sigkill", "engine_hang", "engine_exit", "redis_restart", "duplicate_delivery", "cancel_running",
-          "database_down")
+          "database_down", "disk_full_artifacts")
 
 
 def _setup_django(database_url: str) -> None:
@@ -43,8 +45,8 @@ def _setup_django(database_url: str) -> None:
 def _run_one(name: str, base: Path, database_url: str) -> dict:
     from benchsite.bench.models import Benchmark, Run
     from tests.faults import scenarios
-    from tests.faults.harness import (FaultWorkers, PrivateRedis, fault_benchmark, point_app_at, proxied_database_url,
-                                      restore_app)
+    from tests.faults.harness import (FaultWorkers, FullDisk, PrivateRedis, fault_benchmark, point_app_at,
+                                      proxied_database_url, restore_app)
 
     work = base / name
     work.mkdir(parents=True)
@@ -56,6 +58,9 @@ def _run_one(name: str, base: Path, database_url: str) -> dict:
     if name == "database_down":
         proxy, database_url = proxied_database_url(database_url)
         env.update(scenarios.DATABASE_DOWN_ENV)
+    disk = FullDisk(work / "artifacts-disk").__enter__() if name == "disk_full_artifacts" else None
+    if disk is not None:
+        env["BENCH_ARTIFACTS_DIR"] = str(disk.path)
     workers = FaultWorkers(redis.url, database_url, work, extra_env=env)
     saved = point_app_at(redis.url, visibility)
     svc = scenarios.Service(redis=redis, workers=workers, benchmark=fault_benchmark(work / "gate"), gate=work / "gate",
@@ -65,6 +70,8 @@ def _run_one(name: str, base: Path, database_url: str) -> dict:
     try:
         if name.startswith("engine_"):
             figures = scenarios.engine_fault(svc, name.removeprefix("engine_"))
+        elif disk is not None:
+            figures = scenarios.disk_full_artifacts(svc, disk)
         else:
             figures = getattr(scenarios, name)(svc)
     except AssertionError as exc:
@@ -78,6 +85,8 @@ def _run_one(name: str, base: Path, database_url: str) -> dict:
             proxy.stop()
         restore_app(saved)
         redis.kill()
+        if disk is not None:
+            disk.__exit__(None, None, None)
     figures["details"]["scenario_s"] = round(time.monotonic() - t0, 1)
     return figures
 

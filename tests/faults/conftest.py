@@ -3,7 +3,8 @@ import pytest
 
 from tests.conftest import _database_url
 
-from .harness import FaultWorkers, PrivateRedis, fault_benchmark, point_app_at, proxied_database_url, restore_app
+from .harness import (FaultWorkers, FullDisk, PrivateRedis, fault_benchmark, point_app_at, proxied_database_url,
+                      restore_app)
 from .scenarios import DATABASE_DOWN_ENV, Service
 
 
@@ -53,3 +54,17 @@ def proxied_db_service(tmp_path, transactional_db):
     svc.db_proxy.stop()
     restore_app(saved)
     svc.redis.kill()
+
+
+@pytest.fixture
+def full_disk_service(tmp_path, transactional_db):
+    """The workers' artifact storage is a full 1 MiB tmpfs (a real ENOSPC)."""
+    with FullDisk(tmp_path / "artifacts-disk") as disk:
+        svc, saved = _service(tmp_path, transactional_db, extra_env={"BENCH_ARTIFACTS_DIR": str(disk.path)})
+        svc.workers.start_service()
+        try:
+            yield svc, disk
+        finally:
+            svc.workers.stop()
+            restore_app(saved)
+            svc.redis.kill()

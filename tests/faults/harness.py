@@ -227,3 +227,33 @@ def proxied_database_url(database_url: str):
     auth = parts.netloc.rpartition("@")[0]
     netloc = f"{auth}@127.0.0.1:{proxy.port}" if auth else f"127.0.0.1:{proxy.port}"
     return proxy, urlunsplit(parts._replace(netloc=netloc))
+
+
+class FullDisk:
+    """A real 1 MiB tmpfs, filled to the last byte: the artifact storage on a full disk (a write
+    fails with ENOSPC from the kernel). Mounting needs root, as the suite and CI run."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> "FullDisk":
+        self.path.mkdir(parents=True, exist_ok=True)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(self.path)],
+                                 capture_output=True, text=True)
+        if mounted.returncode != 0:
+            raise AssertionError(f"cannot mount a 1 MiB tmpfs for the full-disk fault (needs root): "
+                                 f"{mounted.stderr.strip()}")
+        try:
+            with open(self.path / "filler", "wb") as f:
+                while True:
+                    f.write(b"\0" * 4096)
+                    f.flush()
+        except OSError:  # ENOSPC: full
+            pass
+        return self
+
+    def files(self) -> list[str]:
+        return sorted(str(p.relative_to(self.path)) for p in self.path.rglob("*") if p.is_file())
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run(["umount", str(self.path)], check=True)

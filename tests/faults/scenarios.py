@@ -217,3 +217,27 @@ def database_down(svc: Service) -> dict:
     assert landed == 1, f"the result was stored {landed} times"
     return _result("database_down", svc.lost([run.id, after.id]), recovery_s, state=done.state,
                    outage_s=round(outage_s, 1), measurements=len(metrics), results_stored=landed)
+
+
+def disk_full_artifacts(svc: Service, disk) -> dict:
+    """The artifact storage's disk is full (harness.FullDisk, the workers' BENCH_ARTIFACTS_DIR):
+    the run still succeeds with its measurements, each artifact's row says 'disk full (ENOSPC)',
+    and no partial file is left on the disk."""
+    before = disk.files()
+    run = svc.trigger("ok")
+    t0 = time.monotonic()
+    done, _ = svc.wait_final(run.id)
+    recovery_s = time.monotonic() - t0
+    assert done.state == "SUCCEEDED", done.error
+    metrics = list(done.measurements.values_list("metric", flat=True))
+    assert "decode_tok_s" in metrics, f"measurements did not land: {metrics}"
+    rows = list(done.artifacts.all())
+    not_stored = [a for a in rows if not a.file]
+    assert rows and len(not_stored) == len(rows), [(a.name, a.file, a.error) for a in rows]
+    assert all("disk full (ENOSPC)" in a.error and "nothing of it was kept" in a.error for a in not_stored), \
+        [a.error for a in not_stored]
+    partial = sorted(set(disk.files()) - set(before))
+    assert not partial, f"partial files left on the full disk: {partial}"
+    return _result("disk_full_artifacts", svc.lost([run.id]), recovery_s, state=done.state,
+                   measurements=len(metrics), artifacts_not_stored=len(not_stored), partial_files=len(partial),
+                   error=not_stored[0].error)

@@ -1,6 +1,6 @@
 """Faults injected for real: a private Redis killed and restarted, Celery workers killed with
 SIGKILL, engines that hang or die, a task delivered twice, a run cancelled while it runs, the
-web worker's PostgreSQL cut off behind a TCP proxy.
+web worker's PostgreSQL cut off behind a TCP proxy, the artifact storage's disk full.
 
 The engine is the fake one (tests/faults/fake_engine.py, a real process group started by the
 real GPU worker): what is under test is our handling, not vLLM. test_real_engine.py does the
@@ -67,3 +67,11 @@ def test_results_sent_while_the_web_side_database_is_down_land_once_when_it_retu
     assert "OperationalError" in web_log  # the outage was real: the worker's queries failed
     assert "heartbeats are judged from now on" in web_log  # and the reaper did not judge the unheard ones
     assert "landed late; its retry" in web_log  # the next run: claimed by a given-up attempt, taken by its retry
+
+
+def test_a_full_disk_loses_the_artifacts_with_a_clear_reason_and_nothing_else(full_disk_service):
+    service, disk = full_disk_service
+    figures = scenarios.disk_full_artifacts(service, disk)
+    assert figures["runs_lost"] == 0 and figures["details"]["measurements"] >= 1
+    assert figures["details"]["partial_files"] == 0 and figures["details"]["artifacts_not_stored"] >= 1
+    assert "not stored: disk full (ENOSPC)" in figures["details"]["error"]
