@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from . import membw
 from .analysis import share as comm_share
 from .analysis.evidence import took_effect
 from .artifacts import file_artifact, inline_for_file, text_artifact
@@ -140,11 +141,13 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
     """Probes (`spec["probes"]`, default all that apply): `decode` always; `correctness` (a
     greedy request with top-5 logprobs, judged against the reference by the service); with
     tensor parallelism `comm` (allreduce latency at the model's hidden size, before the engine
-    starts, while the GPUs are free) and `allreduce` (the profiler's share of each step)."""
+    starts, while the GPUs are free) and `allreduce` (the profiler's share of each step);
+    `membw` (a device-to-device copy's bandwidth, before the engine starts: the time budget's
+    memory-bandwidth floor, with the weight bytes per GPU of a local model directory)."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     tp = int(spec.get("tensor_parallel_size", 1))
-    probes = set(spec.get("probes") or ("decode", "correctness", "comm", "allreduce"))
+    probes = set(spec.get("probes") or ("decode", "correctness", "comm", "allreduce", "membw"))
     if tp < 2:
         probes -= {"comm", "allreduce"}
     config = comm_share.model_config(spec["model"])
@@ -153,7 +156,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
     if "allreduce" in probes:
         args += profiler_engine_args(trace_dir)
     engine = None
-    comm = profile = None
+    comm = profile = bandwidth = None
     probe_timeout_s = env_float("BENCH_PROBE_TIMEOUT_S", PROBE_TIMEOUT_S_DEFAULT, minimum=0.5)
     prepared = _prepare(spec, work_dir=work_dir, cache_dir=cache_dir, build_config=build_config, report=report)
     build_artifacts = _build_log(prepared.log)
@@ -170,6 +173,10 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
                 env=env, graph="--enforce-eager" not in args, config=config,
                 custom_allreduce=tp in (2, 4, 6, 8) and "--disable-custom-all-reduce" not in args,
             ))
+        if "membw" in probes:  # the floor's bandwidth, while the device is free
+            phase = "measuring memory bandwidth"
+            report(phase)
+            bandwidth = _secondary(membw.copy_bandwidth)
         phase = "starting engine"
         engine_spec = EngineSpec(
             model=spec["model"],
@@ -230,6 +237,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         "measurements": [
             *decode_measurements(decode),
             *comm_share.share_measurements(decode_tok_s=decode["decode_tok_s"], profile=profile, comm=comm),
+            *membw.membw_measurements(bandwidth, model=spec["model"], tensor_parallel_size=tp),
         ],
         "artifacts": [
             *build_artifacts,

@@ -1,11 +1,11 @@
-"""Where a decode step's time goes, for one run: allreduce and the rest of the step as a stacked
-bar, the ceiling if allreduce were free, the allreduce estimates side by side (profiler,
+"""Where a decode step's time goes, for one run: allreduce, launch gaps (where the profiler trace
+measured them: device idle between a step's kernels) and the rest of the step as a stacked bar, the ceiling if allreduce were free, the allreduce estimates side by side (profiler,
 analytic from the comm probe, A/B against a neighbouring step) with a note where they disagree,
 and the memory-bandwidth floor (weight bytes per GPU per token over the measured bandwidth)."""
 from __future__ import annotations
 
 from runners.contract import (AB_ALLREDUCE_MS_DELTA, ALLREDUCE_SHARE, ALLREDUCE_SHARE_ANALYTIC, DECODE_TOK_S,
-                              MEM_BANDWIDTH_GB_S, WEIGHT_BYTES_PER_GPU)
+                              LAUNCH_GAP_MS, MEM_BANDWIDTH_GB_S, WEIGHT_BYTES_PER_GPU)
 
 DISAGREE_RATIO = 1.3  # estimates further apart than 30 % ...
 DISAGREE_MS = 0.25    # ... and a quarter millisecond per token are called out
@@ -55,6 +55,10 @@ def run_time_budget(*, values: dict, ab_details: dict | None = None) -> dict | N
     if primary and 0 <= primary["ms"] < step_ms:
         budget.update(allreduce_ms=primary["ms"], allreduce_from=primary["method"], rest_ms=step_ms - primary["ms"],
                       ceiling_tok_s=1000.0 / (step_ms - primary["ms"]))
+    gap_ms = values.get(LAUNCH_GAP_MS)
+    budget["gap_ms"] = None
+    if gap_ms is not None and 0 <= gap_ms < budget["rest_ms"]:  # device idle between kernels: out of the rest
+        budget.update(gap_ms=gap_ms, rest_ms=budget["rest_ms"] - gap_ms)
     if budget["bandwidth_gb_s"] and budget["weight_bytes"]:
         floor_ms = budget["weight_bytes"] / (budget["bandwidth_gb_s"] * 1e9) * 1000.0
         budget.update(floor_ms=floor_ms, floor_pct=floor_ms / step_ms)

@@ -115,6 +115,9 @@ def share_measurements(*, decode_tok_s: float, profile: dict | None, comm: dict 
                                    details={"expected": profile.get("expected_calls_per_step")}))
         if profile.get("us_per_call_min") is not None:
             out.append(measurement(contract.ALLREDUCE_US_PER_CALL, profile["us_per_call_min"], details={"method": "profiler"}))
+        if profile.get("launch_gap_ms") is not None:
+            out.append(measurement(contract.LAUNCH_GAP_MS, profile["launch_gap_ms"],
+                                   details={"method": "profiler: decode step's kernel span minus its busy kernel time"}))
     if comm and "error" in comm:
         comm = None
     analytic = None

@@ -115,6 +115,7 @@ def aggregate(ranks: list[dict], *, expected_calls: int | None = None) -> dict:
         problems.append("no rank trace parsed")
     us = [r["allreduce_us_per_call"] for r in ranks if r.get("allreduce_us_per_call") is not None]
     steps = [r["step_ms_median"] for r in ranks if r.get("step_ms_median") is not None]
+    gaps = [r["launch_gap_us_per_step_median"] for r in ranks if r.get("launch_gap_us_per_step_median") is not None]
     return {
         "ok": not problems and len(shares) == len(ranks),
         "problems": problems,
@@ -125,6 +126,8 @@ def aggregate(ranks: list[dict], *, expected_calls: int | None = None) -> dict:
         "expected_calls_per_step": expected_calls,
         "us_per_call_min": min(us) if us else None,
         "step_ms_median": stats.median(steps) if steps else None,
+        # GPU traces: device idle between a decode step's kernels (host launch overhead), ranks' median
+        "launch_gap_ms": stats.median(gaps) / 1000.0 if gaps else None,
     }
 
 

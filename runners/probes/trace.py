@@ -60,6 +60,8 @@ step_ms_median (the share's denominator), cpu_step_ms_median, step_period_ms_med
 allreduce_calls_per_step_set, allreduce_us_per_call (median), allreduce_us_per_step_median,
 allreduce_launch_us_per_call (CPU: the op on the worker thread alone), allreduce_total_us,
 decode_step_total_us, allreduce_share, kernel_time_share (GPU: share of busy kernel time),
+launch_gap_us_per_step_median and launch_gap_share (GPU, steps timed by their kernel span: the
+span minus the union of its kernels, i.e. the device idle between kernels; None elsewhere),
 allgather_calls_per_step, allgather_calls_per_step_set, allgather_us_per_call,
 allreduce_names, allgather_names, comm_names_seen {name: count}, file, rank.
 """
@@ -523,9 +525,18 @@ def _kernel_share(fig: _Figures, steps: list[_Step], source: str) -> float | Non
     return sum(fig.ar_us) / busy if busy > 0 else None
 
 
+def _launch_gaps(steps: list[_Step], source: str) -> list[float]:
+    """GPU: per decode step measured by its kernel span, the time inside the span when no kernel
+    ran (the device waiting for the host to launch the next one): span minus busy time."""
+    if source != "kernel":
+        return []
+    return [max(0.0, s.step_us - _union_us(s.kernels)) for s in steps if s.basis == "kernel_span" and s.kernels]
+
+
 def _result(fig: _Figures, steps: list[_Step], found: _Found, comm: _Comm, source: str,
             share: float | None, problems: list[str], launch_us: list[float]) -> dict:
     on_device = source == "kernel"
+    gaps = _launch_gaps(steps, source)
     return {
         "ok": not problems,
         "problems": problems,
@@ -547,6 +558,8 @@ def _result(fig: _Figures, steps: list[_Step], found: _Found, comm: _Comm, sourc
         "decode_step_total_us": _round(sum(fig.step_us)),
         "allreduce_share": _round(share, 6),
         "kernel_time_share": _round(_kernel_share(fig, steps, source), 6),
+        "launch_gap_us_per_step_median": _round(_median(gaps)),
+        "launch_gap_share": _round(sum(gaps) / sum(fig.step_us), 6) if gaps and sum(fig.step_us) > 0 else None,
         "allgather_calls_per_step": stats.median_low(fig.ag_counts) if fig.ag_counts else None,
         "allgather_calls_per_step_set": sorted(set(fig.ag_counts)),
         "allgather_us_per_call": _round(_median(fig.ag_call_us)),

@@ -65,7 +65,8 @@
     if (!canvas || !b) return;
     var sets = [];
     if (b.allreduce_ms != null) sets.push({ label: "allreduce (" + b.allreduce_from + ")", data: [b.allreduce_ms], backgroundColor: theme.palette[3] });
-    sets.push({ label: b.allreduce_ms != null ? "rest of the step" : "whole step (allreduce not measured)", data: [b.rest_ms], backgroundColor: theme.palette[0] });
+    if (b.gap_ms != null) sets.push({ label: "launch gaps", data: [b.gap_ms], backgroundColor: theme.palette[2] });
+    sets.push({ label: b.allreduce_ms != null || b.gap_ms != null ? "rest of the step" : "whole step (allreduce not measured)", data: [b.rest_ms], backgroundColor: theme.palette[0] });
     new Chart(canvas, {
       type: "bar",
       data: { labels: ["one decode step"], datasets: sets },
