@@ -31,3 +31,13 @@ def test_an_import_stores_the_text_and_records_the_trace_as_not_stored(fs_storag
     assert run.artifacts.get(kind="server_log").read_text() == "INFO ready\n"
     trace = run.artifacts.get(kind="profiler_trace")
     assert trace.file == "" and "stayed on the GPU host at /gpu-host/work/rank0.json.gz" in trace.error
+
+
+def test_the_profiler_traces_of_a_job_are_artifacts_by_path(tmp_path):
+    from runners.job import _profiler_traces
+
+    rank0 = tmp_path / "rank0.pt.trace.json.gz"
+    rank0.write_bytes(b"\x1f\x8b trace")
+    traces = _profiler_traces({"trace_files": [str(rank0), str(tmp_path / "vanished.json.gz")]})
+    assert traces == [{"kind": "profiler_trace", "name": rank0.name, "path": str(rank0)}]
+    assert _profiler_traces(None) == [] and _profiler_traces({"error": "no traces"}) == []
