@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchsite.regressions.edivisive import detect  # noqa: E402  (pure modules: no Django set-up)
-from benchsite.regressions.judging import REGRESSION, judge  # noqa: E402
+from benchsite.regressions.judging import REGRESSION, confirmation_agrees, judge, robust_noise  # noqa: E402
 
 NOISES = (0.01, 0.02, 0.03, 0.05)
 STEPS = (0.02, 0.03, 0.05, 0.07, 0.10)
@@ -66,14 +66,29 @@ def _strong_verdict(values, t, reported, min_change):
     return None
 
 
-def reports_edivisive(values, min_change, rerun=None):
+def _midpoint(*, figure, before, after, noise):
+    """The confirmation rule before 2026-11-30: the re-run nearer the level after than before."""
+    return confirmation_agrees(figure=figure, before=before, after=after, noise=None)
+
+
+_DETECTED: dict = {}  # (values, min_change) -> reports: methods share a noise level's series
+
+
+def _detect(values, min_change):
+    key = (tuple(values), min_change)
+    if key not in _DETECTED:
+        _DETECTED[key] = [(cp.index, cp.before, cp.after) for cp in detect(values, min_change=min_change)]
+    return _DETECTED[key]
+
+
+def reports_edivisive(values, min_change, rerun=None, agrees=confirmation_agrees):
     """`rerun(index)`: a fresh measurement of the commit at `index` (the service's confirmation
     run); when given, a change (from the detector, or from a strong regression verdict) is
-    reported only if the re-run lands nearer the level after it."""
+    reported only if the re-run agrees (`agrees`: the service's judging.confirmation_agrees)."""
     reported: list[tuple[int, int]] = []
     rerun_at: set[int] = set()  # one re-run per commit, as the service stores a change once
     for t in range(6, len(values) + 1):
-        found = [(cp.index, cp.before, cp.after) for cp in detect(values[:t], min_change=min_change)]
+        found = list(_detect(values[:t], min_change))
         if rerun is not None and (strong := _strong_verdict(values, t, reported, min_change)):
             found.append(strong)
         for index, before, after in found:
@@ -84,7 +99,8 @@ def reports_edivisive(values, min_change, rerun=None):
                     continue
                 rerun_at.add(index)
                 again = rerun(index)
-                if abs(again - after) >= abs(again - before):
+                noise = robust_noise(values[:index][-20:])  # as the service: the runs before the change
+                if not agrees(figure=again, before=before, after=after, noise=noise):
                     continue  # disagreed: no alert; a later detection at another commit is re-run
             reported.append((index, t))
     return reported
@@ -108,6 +124,8 @@ METHODS = {
     "E-Divisive (min change 0)": lambda v, rerun: reports_edivisive(v, 0.0),
     "E-Divisive (min change 3%)": lambda v, rerun: reports_edivisive(v, 0.03),
     "E-Divisive (3%) + confirmation re-run (the service's alerts)": lambda v, rerun: reports_edivisive(v, 0.03, rerun),
+    "E-Divisive (3%) + re-run, midpoint rule (the alerts before)": lambda v, rerun: reports_edivisive(
+        v, 0.03, rerun, _midpoint),
     "last result > 3% off": lambda v, rerun: reports_last_result(v, 0.03),
     "last result > 5% off": lambda v, rerun: reports_last_result(v, 0.05),
     "conbench lookback z-score (20, |z|>5)": lambda v, rerun: reports_zscore(v),
@@ -135,14 +153,20 @@ def rerunner(rng, noise, step_at=None, step=0.0):
     return rerun
 
 
-def evaluate(reps: int, seed: int = 20261130) -> list[dict]:
+SEEDS = (20261130, 1, 2)
+
+
+def evaluate(reps: int, seed: int = SEEDS[0], noises=NOISES, methods=None) -> list[dict]:
     rows = []
-    for noise in NOISES:
+    for noise in noises:
+        _DETECTED.clear()
         for name, method in METHODS.items():
+            if methods and not any(m.lower() in name.lower() for m in methods):
+                continue
             rng = random.Random(seed + int(noise * 1000))  # the same series for every method
             rerun_rng = random.Random(seed - int(noise * 1000))
             found = {s: [] for s in STEPS}
-            false_alarms = points = 0
+            false_alarms = points = noise_false = noise_points = 0
             for rep in range(reps):
                 for s in STEPS:
                     sign = -1 if rep % 2 == 0 else 1
@@ -152,10 +176,12 @@ def evaluate(reps: int, seed: int = 20261130) -> list[dict]:
                     false_alarms, points = false_alarms + false, points + len(values)
             for _ in range(max(1, reps // 2)):
                 values = series(rng, noise)
-                false_alarms += score(method(values, rerunner(rerun_rng, noise)), None)[1]
-                points += len(values)
-            rows.append({"noise": noise, "method": name, "points": points,
+                false = score(method(values, rerunner(rerun_rng, noise)), None)[1]
+                false_alarms, points = false_alarms + false, points + len(values)
+                noise_false, noise_points = noise_false + false, noise_points + len(values)
+            rows.append({"noise": noise, "method": name, "seed": seed, "points": points,
                          "false_per_1000": 1000 * false_alarms / points,
+                         "noise_only_false_per_1000": 1000 * noise_false / noise_points,
                          "detected": {s: sum(d is not None for d in found[s]) / reps for s in STEPS},
                          "median_delay": {s: statistics.median([d for d in found[s] if d is not None])
                                           if any(d is not None for d in found[s]) else None for s in STEPS},
@@ -166,33 +192,66 @@ def evaluate(reps: int, seed: int = 20261130) -> list[dict]:
 
 
 def markdown(rows) -> str:
-    head = ("| noise | method | " + " | ".join(f"{int(s * 100)}% found" for s in STEPS)
-            + " | delay >=5% (median / max) | >=5% found within 5 | false alarms / 1000 pts |")
-    lines = [head, "|" + "---|" * (len(STEPS) + 5)]
+    head = ("| noise | seed | method | " + " | ".join(f"{int(s * 100)}% found" for s in STEPS)
+            + " | delay >=5% (median / max) | >=5% found within 5 | false alarms / 1000 pts "
+            "| of them on noise alone |")
+    lines = [head, "|" + "---|" * (len(STEPS) + 7)]
     for r in rows:
         big = [s for s in STEPS if s >= 0.05]
         med = [r["median_delay"][s] for s in big if r["median_delay"][s] is not None]
         mx = [r["max_delay"][s] for s in big if r["max_delay"][s] is not None]
         delay = f"{statistics.median(med):.0f} / {max(mx)}" if mx else "–"
-        lines.append(f"| {r['noise'] * 100:.0f}% | {r['method']} | "
+        lines.append(f"| {r['noise'] * 100:.0f}% | {r['seed']} | {r['method']} | "
                      + " | ".join(f"{r['detected'][s] * 100:.0f}%" for s in STEPS)
-                     + f" | {delay} | {r['big_within_5'] * 100:.0f}% | {r['false_per_1000']:.2f} |")
+                     + f" | {delay} | {r['big_within_5'] * 100:.0f}% | {r['false_per_1000']:.2f} "
+                     f"| {r['noise_only_false_per_1000']:.2f} |")
     return "\n".join(lines)
+
+
+def summary(rows) -> str:
+    """Per noise level and method, over the seeds: >=5% found within 5 and false alarms (mean, range)."""
+    lines = ["| noise | method | seeds | >=5% found within 5: mean (min-max) | false alarms / 1000 pts: mean (min-max) |",
+             "|---|---|---|---|---|"]
+    keys = sorted({(r["noise"], r["method"]) for r in rows}, key=lambda k: (k[0], list(METHODS).index(k[1])))
+    for noise, method in keys:
+        mine = [r for r in rows if (r["noise"], r["method"]) == (noise, method)]
+        w = [r["big_within_5"] * 100 for r in mine]
+        f = [r["false_per_1000"] for r in mine]
+        lines.append(f"| {noise * 100:.0f}% | {method} | {len(mine)} | {statistics.fmean(w):.1f}% ({min(w):.0f}-{max(w):.0f}%) "
+                     f"| {statistics.fmean(f):.2f} ({min(f):.2f}-{max(f):.2f}) |")
+    return "\n".join(lines)
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) / 100 for x in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--noise takes percentages separated by commas (e.g. 2,3), not {text!r}") from None
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20, help="series per step size and noise level")
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="comma-separated seeds, one table row each")
+    parser.add_argument("--noise", default=",".join(f"{n * 100:g}" for n in NOISES), help="noise levels in %%")
+    parser.add_argument("--method", action="append", default=[], help="only methods whose name contains this")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        raise SystemExit(f"--seeds takes integers separated by commas, not {args.seeds!r}") from None
     started = time.monotonic()
-    rows = evaluate(args.reps)
+    rows = [r for seed in seeds for r in evaluate(args.reps, seed, _floats(args.noise), args.method)]
+    rows.sort(key=lambda r: (r["noise"], list(METHODS).index(r["method"]), seeds.index(r["seed"])))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         print(markdown(rows))
+        print()
+        print(summary(rows))
         print(f"\n{args.reps} series per step and noise level, {max(1, args.reps // 2)} noise-only series of "
-              f"{NOISE_ONLY} points per noise level; {time.monotonic() - started:.0f} s")
+              f"{NOISE_ONLY} points per noise level, seeds {seeds}; {time.monotonic() - started:.0f} s")
 
 
 if __name__ == "__main__":
