@@ -176,7 +176,7 @@ def run_job(spec: dict, *, work_dir: Path, report: Callable[..., None] = lambda 
         if "membw" in probes:  # the floor's bandwidth, while the device is free
             phase = "measuring memory bandwidth"
             report(phase)
-            bandwidth = _secondary(membw.copy_bandwidth)
+            bandwidth = _secondary(membw.copy_bandwidth_isolated)
         phase = "starting engine"
         engine_spec = EngineSpec(
             model=spec["model"],

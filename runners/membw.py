@@ -7,13 +7,17 @@ Also the weight bytes each GPU reads per token: the model's weight files over th
 parallel size (every decode step reads every weight once; with TP each GPU holds 1/TP)."""
 from __future__ import annotations
 
+import argparse
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 from .contract import MEM_BANDWIDTH_GB_S, WEIGHT_BYTES_PER_GPU, measurement
 
-GPU_BYTES = 256 * 1024 * 1024  # well past any GPU's L2 (H200: 50 MiB)
+GPU_BYTES = 1024 * 1024 * 1024  # well past any GPU's L2 (H200 at 1 GiB: 4.26 TB/s, 256 MiB: 4.18)
 HOST_BYTES = 64 * 1024 * 1024  # past a CPU's L3, small enough for a loaded test host
 
 
@@ -35,7 +39,10 @@ def _cuda_copy_seconds(torch, nbytes: int, iters: int) -> float:
         dst.copy_(src)
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) / 1000.0
+    seconds = start.elapsed_time(end) / 1000.0
+    del src, dst
+    torch.cuda.empty_cache()
+    return seconds
 
 
 def _host_copy_seconds(nbytes: int, iters: int, clock: Callable[[], float]) -> float:
@@ -76,6 +83,15 @@ def copy_bandwidth(*, nbytes: int | None = None, iters: int = 20, device: str = 
             "iters": iters, "seconds": seconds}
 
 
+def copy_bandwidth_isolated(*, timeout_s: float = 180.0) -> dict:
+    """copy_bandwidth in a child process (`python -m runners.membw`): its CUDA context and the
+    copy's buffers are gone before the engine starts and asks for most of the GPU's memory."""
+    out = subprocess.run([sys.executable, "-m", "runners.membw"], capture_output=True, text=True, timeout=timeout_s)
+    if out.returncode != 0:
+        raise RuntimeError(f"copy bandwidth probe exited {out.returncode}: {out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def weight_bytes_per_gpu(model: str | Path, tensor_parallel_size: int) -> int | None:
     """Bytes of the model directory's weight files over TP (safetensors when there are any:
     hub repositories often carry the same weights as .bin too); None when MODEL is not a local
@@ -101,3 +117,17 @@ def membw_measurements(bandwidth: dict | None, *, model: str, tensor_parallel_si
         out.append(measurement(WEIGHT_BYTES_PER_GPU, weights,
                                details={"how": f"weight files of {model} / tensor parallel size {tensor_parallel_size}"}))
     return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Device memory copy bandwidth (read + write bytes per second), as JSON.")
+    parser.add_argument("--bytes", type=int, help="buffer size (default: 1 GiB on a GPU, 64 MiB on the host)")
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    args = parser.parse_args(argv)
+    print(json.dumps(copy_bandwidth(nbytes=args.bytes, iters=args.iters, device=args.device)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

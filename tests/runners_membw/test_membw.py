@@ -72,3 +72,10 @@ def test_run_page_floor_and_launch_gaps_from_the_measured_figures(client):
     assert budget["rest_ms"] == pytest.approx(3.4 - 0.85 - 0.2)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="budget-gaps">0.200 ms' in page and "48.6%" in page
+
+
+def test_the_isolated_probe_runs_in_a_child_process_and_reports_json():
+    result = membw.copy_bandwidth_isolated()
+    on_gpu = result["device"].startswith("cuda:")
+    assert result["bytes"] == (membw.GPU_BYTES if on_gpu else membw.HOST_BYTES)
+    assert result["bytes_per_s"] > 1e8
