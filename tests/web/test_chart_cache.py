@@ -70,3 +70,18 @@ def test_a_deleted_run_leaves_the_chart(client, chart):
     assert len(_get(client, benchmark.slug)[0]["variants"][0]["points"]) == 2
     Run.objects.filter(pk=other.pk).delete()
     assert [p["run"] for p in _get(client, benchmark.slug)[0]["variants"][0]["points"]] == [run.pk]
+
+
+def test_home_sparklines_of_many_variants_stay_within_sqlites_expression_depth(client, chart):
+    from benchsite.bench import home
+
+    benchmark, variant, _ = chart
+    many = Variant.objects.bulk_create([Variant(benchmark=benchmark, position=i + 2, name=f"v{i}") for i in range(1100)])
+    runs = Run.objects.bulk_create([Run(benchmark=benchmark, variant=v, batch=uuid.uuid4(), state="SUCCEEDED") for v in many])
+    Measurement.objects.bulk_create([Measurement(run=r, metric="decode_tok_s", value=float(i)) for i, r in enumerate(runs)])
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get("/")
+    assert response.status_code == 200
+    spark = {row["variant"].name: row["spark"] for b in response.context["summaries"] for row in b["variants"]}
+    assert spark["v1099"] == "1099" and spark["eager"] == "20"
+    assert len(ctx) <= 4 + 1100 // home.VARIANTS_PER_QUERY  # one sparkline query per 150 variants
