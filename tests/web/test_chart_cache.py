@@ -85,3 +85,15 @@ def test_home_sparklines_of_many_variants_stay_within_sqlites_expression_depth(c
     spark = {row["variant"].name: row["spark"] for b in response.context["summaries"] for row in b["variants"]}
     assert spark["v1099"] == "1099" and spark["eager"] == "20"
     assert len(ctx) <= 4 + 1100 // home.VARIANTS_PER_QUERY  # one sparkline query per 150 variants
+
+
+def test_one_cache_entry_per_chart_whatever_the_versions(client, chart):
+    from django.core.cache import cache
+
+    benchmark, variant, _ = chart
+    _get(client, benchmark.slug)
+    _run(benchmark, variant, "2" * 40, 25.0)
+    data, _ = _get(client, benchmark.slug)
+    key = f"bench:chart:{benchmark.pk}:decode_tok_s:2000"
+    version, axis, _members = cache.get(key)
+    assert len(axis) == 2 == data["x_count"] and len(version) == 64
