@@ -77,8 +77,8 @@ def _noise_before(cp: ChangePoint) -> float | None:
 
 
 def _agrees(cp: ChangePoint, run: Run) -> bool:
-    """The re-run lands beyond the level before the change by half a noise width or more, toward
-    the level after it (judging.confirmation_agrees)."""
+    """The re-run lands beyond the level before the change, toward the level after it, by a noise
+    width and a third of the change (judging.confirmation_agrees)."""
     if run.state != Run.State.SUCCEEDED or Measurement.objects.filter(run=run, metric=contract.CORRECT, value=0).exists():
         return False
     measurement = Measurement.objects.filter(run=run, metric=cp.metric).first()
