@@ -203,10 +203,19 @@ with tarfile.open(out / "pages.tar.gz", "w:gz") as tar:
     for i in ids:
         add(f"run-{i}.html", httpx.get(f"{url}/runs/{i}/", timeout=30).content)
         add(f"run-{i}-spec.json", httpx.get(f"{url}/runs/{i}/spec.json", timeout=30).content)
-    # The artifacts the web side stored (server logs with the NCCL lines, probe JSON); traces over 4 MB stay.
+    # The artifacts the web side stored (server logs with the NCCL lines, probe JSON); profiler
+    # traces over 4 MB stay behind, and a longer log keeps its first 3 MB (start-up: the evidence)
+    # and its last 1 MB.
     for f in sorted((var / "artifacts").rglob("*")):
-        if f.is_file() and f.stat().st_size < 4 * 2**20:
-            tar.add(f, arcname="artifacts/" + str(f.relative_to(var / "artifacts")))
+        if not f.is_file():
+            continue
+        name, size = "artifacts/" + str(f.relative_to(var / "artifacts")), f.stat().st_size
+        if size < 4 * 2**20:
+            tar.add(f, arcname=name)
+        elif f.name.endswith(".log"):
+            with open(f, "rb") as fh:
+                head = fh.read(3 * 2**20); fh.seek(size - 2**20); tail = fh.read()
+            add(name, head + f"\n[... {size - len(head) - len(tail)} bytes left out ...]\n".encode() + tail)
 EOF
   {
     cat "$SVC/steps.log"
