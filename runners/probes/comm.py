@@ -38,6 +38,7 @@ gloo can allreduce it, otherwise float32 at the same byte sizes, with a note.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -290,12 +291,30 @@ def _gloo_supports(dtype_name: str) -> bool:
     return done.returncode == 0
 
 
+@contextlib.contextmanager
+def _children_allowed():
+    """A Celery prefork worker's child is daemonic, and multiprocessing refuses a daemonic
+    process children ("daemonic processes are not allowed to have children": every comm probe
+    of the first GPU run through the service). run_ranks joins or kills its ranks itself, so
+    the flag is lifted while they run and put back after."""
+    import multiprocessing
+
+    config = multiprocessing.current_process()._config  # the flag start() checks; no public setter in a child
+    daemon = config.get("daemon")
+    config["daemon"] = False
+    try:
+        yield
+    finally:
+        if daemon is not None:
+            config["daemon"] = daemon
+
+
 def run_ranks(cfg: dict, timeout_s: float, target=None) -> list:
     """Spawn cfg["world_size"] ranks running TARGET(rank, cfg) (default: the sweep's worker);
     each writes rank<N>.json into cfg["outdir"]; returns their documents in rank order."""
     import torch.multiprocessing as mp
 
-    with tempfile.TemporaryDirectory(prefix="comm-probe-") as outdir:
+    with tempfile.TemporaryDirectory(prefix="comm-probe-") as outdir, _children_allowed():
         cfg = dict(cfg, outdir=outdir, port=free_port())
         # CPU (gloo) ranks fork: they skip re-importing torch (seconds per rank on a busy host), and
         # torch makes a forked child's intra-op pool single-threaded. CUDA ranks must spawn.

@@ -144,3 +144,27 @@ def test_runners_modules_do_not_import_django():
             "assert not [m for m in sys.modules if m.split('.')[0] == 'django'], 'django imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def _sweep_in_a_daemon(path):
+    from runners.probes.comm import run_sweep
+
+    try:
+        doc = run_sweep(backend="gloo", sizes=[1024], dtype="fp32", iters=2, warmup=0, graph=False, timeout_s=60)
+        Path(path).write_text(json.dumps({"results": len(doc["results"]), "notes": doc["notes"]}))
+    except BaseException as e:  # noqa: BLE001 - the parent reads what went wrong
+        Path(path).write_text(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+
+
+def test_the_probe_runs_inside_a_daemonic_process(tmp_path):
+    """A Celery prefork worker's child is daemonic; the first GPU run through the service lost
+    every comm probe to "daemonic processes are not allowed to have children"."""
+    import multiprocessing
+
+    out = tmp_path / "doc.json"
+    child = multiprocessing.get_context("fork").Process(target=_sweep_in_a_daemon, args=(str(out),), daemon=True)
+    child.start()
+    child.join(90)
+    doc = json.loads(out.read_text())
+    assert "error" not in doc, doc
+    assert doc["results"] >= 1
