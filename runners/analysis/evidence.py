@@ -10,6 +10,7 @@ captured, tells a confident wrong story. vLLM and NCCL say what they actually di
     report["flagged"]    # a setting the variant asked for was NOT applied
 
 Verdicts: `applied` (the engine's words show it), `not applied` (they contradict it),
+`superseded` (applied, but the decode step's allreduces run in the FlashInfer fusion instead),
 `no effect here` (the setting cannot act on this run: NCCL on a CPU or TP=1 engine, custom
 allreduce without tensor parallelism), `unverified` (the log says neither; e.g. NCCL's
 per-collective lines need NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV).
@@ -27,7 +28,10 @@ Lines read (vLLM 0.24 on H200, 0.32 on CPU; NCCL 2.2x):
   RING proto SIMPLE channel{Lo..Hi}={0..1}`;
 - fusions: the API server's `Enabled custom fusions: allreduce_rms` is an announcement only;
   a worker's `AllReduce fusion pass is disabled` / `skipping allreduce fusion pass`, or
-  `Inductor compilation was disabled` (eager), means it was NOT applied.
+  `Inductor compilation was disabled` (eager), means it was NOT applied; a worker's
+  `Initialized FlashInfer Allreduce norm fusion workspace with backend=trtllm` means it was
+  (seen on 2 x H200 once flashinfer.comm imports: 65 `flashinfer_trtllm_fused_allreduce_norm`
+  calls per decode step, every allreduce of the step).
 """
 from __future__ import annotations
 
@@ -36,6 +40,9 @@ import re
 from collections import Counter
 
 APPLIED, NOT_APPLIED, NO_EFFECT, UNVERIFIED = "applied", "not applied", "no effect here", "unverified"
+# Applied, but something else does the work it governs: with the allreduce + RMSNorm fusion
+# running, FlashInfer's fused kernel reduces every layer, whatever NCCL_PROTO or custom allreduce say.
+SUPERSEDED = "superseded"
 EVIDENCE_LINES = 3  # log lines kept per check
 LINE_CHARS = 300
 
@@ -56,6 +63,7 @@ _NCCL_TUNING = re.compile(r"AllReduce: (\d+) Bytes -> Algo (\w+) proto (\w+)")
 _FUSIONS = re.compile(r"Enabled custom fusions: (.*)$")
 _ALLREDUCE_FUSION_OFF = re.compile(r"AllReduce fusion pass is disabled|skipping allreduce fusion pass")
 _INDUCTOR_OFF = re.compile(r"Inductor compilation was disabled")
+_ALLREDUCE_FUSION_ON = re.compile(r"Initialized FlashInfer Allreduce norm fusion workspace(?: with backend=(\w+))?")
 _CUDA = re.compile(r"Capturing CUDA graphs|cuda_communicator|gpu_model_runner|gpu_worker|GPU KV cache|NCCL INFO")
 _CPU = re.compile(r"cpu_worker|cpu_model_runner|CPU KV cache")
 # settings of NCCL that only describe its logging, not what it runs
@@ -101,6 +109,7 @@ def effective_config(lines: list[str]) -> dict:
         "nccl_allreduce_algos": dict(algos),
         "fusions_announced": sorted({f.strip() for ln in lines if (m := _FUSIONS.search(ln))
                                      for f in m.group(1).split(",") if f.strip()}),
+        "allreduce_fused": _any(_ALLREDUCE_FUSION_ON, lines) and not _any(_ALLREDUCE_FUSION_OFF, lines),
     }
 
 
@@ -111,7 +120,16 @@ def _check(setting: str, asked: str, effective: str, verdict: str, evidence: lis
            source: str = "variant", why: str = "") -> dict:
     return {"setting": setting, "asked": asked, "effective": effective, "verdict": verdict,
             "evidence": [ln.strip()[:LINE_CHARS] for ln in evidence[:EVIDENCE_LINES]], "source": source,
-            "why": why, "flag": verdict == NOT_APPLIED and source == "variant"}
+            "why": why, "flag": verdict in (NOT_APPLIED, SUPERSEDED) and source == "variant"}
+
+
+def _superseded(check: dict, ctx: dict, what: str) -> dict:
+    """An applied setting whose work the allreduce fusion took over (see SUPERSEDED)."""
+    if check["verdict"] != APPLIED or not ctx["eff"].get("allreduce_fused"):
+        return check
+    return {**check, "verdict": SUPERSEDED, "flag": check["source"] == "variant",
+            "evidence": check["evidence"] + [ln.strip()[:LINE_CHARS] for ln in _grep(_ALLREDUCE_FUSION_ON, ctx["lines"])[:1]],
+            "why": f"the allreduce + RMSNorm fusion (FlashInfer) reduces every layer of the decode step; {what}"}
 
 
 def execution_mode_check(ctx: dict) -> dict:
@@ -154,8 +172,9 @@ def custom_allreduce_checks(ctx: dict) -> list[dict]:
         return [_check("custom allreduce", asked, "unknown", UNVERIFIED, [], source=source,
                        why="no 'all-reduce backends' line for group tp:0")]
     effective = "on" if "CUSTOM" in backends else "off"
-    return [_check("custom allreduce", asked, effective, APPLIED if effective == asked else NOT_APPLIED,
-                   _grep(_BACKENDS, ctx["lines"]), source=source)]
+    check = _check("custom allreduce", asked, effective, APPLIED if effective == asked else NOT_APPLIED,
+                   _grep(_BACKENDS, ctx["lines"]), source=source)
+    return [_superseded(check, ctx, "custom allreduce or not, the step runs the same kernels")]
 
 
 def nccl_check(ctx: dict, key: str, value: str) -> dict:
@@ -170,7 +189,8 @@ def nccl_check(ctx: dict, key: str, value: str) -> dict:
         tuning = _grep(_NCCL_TUNING, lines)
         effective = ", ".join(f"{k} x{n}" for k, n in sorted(used.items()))
         ok = all(_nccl_allows(value, choice) for choice in used)
-        return _check(key, value, effective, APPLIED if ok else NOT_APPLIED, env_lines[:1] + tuning)
+        check = _check(key, value, effective, APPLIED if ok else NOT_APPLIED, env_lines[:1] + tuning)
+        return _superseded(check, ctx, f"{key} governs only NCCL's own {sum(used.values())} collective(s)")
     if env_lines:
         why = "" if used is None else ("read by NCCL, but no per-collective AllReduce line: set NCCL_DEBUG=INFO "
                                        "NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV to see the protocol used")
@@ -200,6 +220,9 @@ def fusion_checks(ctx: dict) -> list[dict]:
         if contrary:
             checks.append(_check(f"fusion {name}", "on", "off", NOT_APPLIED, contrary + announced[:1], source=source,
                                  why="announced, but the compiler skipped it" if announced else ""))
+        elif name == "allreduce_rms" and eff["allreduce_fused"]:
+            checks.append(_check(f"fusion {name}", "on", "on", APPLIED,
+                                 _grep(_ALLREDUCE_FUSION_ON, lines) + announced[:1], source=source))
         elif ctx["tp"] < 2 and name == "allreduce_rms":
             checks.append(_check(f"fusion {name}", "on", "n/a", NO_EFFECT, announced, source=source,
                                  why="no allreduce at TP=1"))

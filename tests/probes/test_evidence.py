@@ -1,9 +1,11 @@
 """runners.analysis.evidence: did each setting of a variant take effect? Judged from the engine's
 own start-up log. Excerpts: vLLM 0.24.0 on 2 x H200 (docs/data/ladder-h200x2.json server logs,
 and the NCCL lines quoted in issue 8), vLLM 0.32.0 on this CPU host; then one real engine."""
+from pathlib import Path
+
 import pytest
 
-from runners.analysis.evidence import APPLIED, NO_EFFECT, NOT_APPLIED, UNVERIFIED, took_effect
+from runners.analysis.evidence import APPLIED, NO_EFFECT, NOT_APPLIED, SUPERSEDED, UNVERIFIED, took_effect
 
 H200_CONFIG = (
     "(EngineCore pid=2301) INFO 11-30 06:05:35 [core.py:114] Initializing a V1 LLM engine (v0.24.0) with config: "
@@ -179,4 +181,38 @@ def test_the_real_cpu_engine_says_it_ran_eager(shared_engine):
     assert (checks["execution mode"]["effective"], checks["execution mode"]["verdict"]) == ("eager", APPLIED)
     assert any("Enforce eager set" in ln for ln in checks["execution mode"]["evidence"])
     assert checks["NCCL_PROTO"]["verdict"] == NO_EFFECT
+    assert report["flagged"] is False
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_the_fusion_that_fired_supersedes_nccl_proto_and_custom_allreduce():
+    """Real lines from vLLM 0.24 on 2 x H200 (the service run of 2026-11-30, NCCL LL step): with
+    flashinfer.comm importable the allreduce + RMSNorm fusion runs by default, FlashInfer's fused
+    kernel reduces every layer, and LL, Simple and custom allreduce all decoded at 310-312 tok/s.
+    NCCL_PROTO and --disable-custom-all-reduce were applied, but they changed nothing that matters."""
+    log = (DATA / "h200-fused-nccl-ll.log").read_text()
+    report = took_effect(log, engine_args=["--disable-custom-all-reduce"],
+                         engine_env={"NCCL_PROTO": "LL", "NCCL_DEBUG": "INFO"}, tensor_parallel_size=2)
+    checks = by_setting(report)
+    assert report["effective"]["allreduce_fused"] is True
+    fusion = checks["fusion allreduce_rms"]
+    assert (fusion["verdict"], fusion["effective"], fusion["source"]) == (APPLIED, "on", "default")
+    assert "Initialized FlashInfer Allreduce norm fusion workspace with backend=trtllm" in fusion["evidence"][0]
+    proto, custom = checks["NCCL_PROTO"], checks["custom allreduce"]
+    assert (proto["verdict"], proto["effective"], proto["flag"]) == (SUPERSEDED, "LL x2", True)
+    assert "governs only NCCL's own 2 collective(s)" in proto["why"]
+    assert (custom["verdict"], custom["effective"], custom["flag"]) == (SUPERSEDED, "off", True)
+    assert report["flagged_settings"] == ["custom allreduce", "NCCL_PROTO"]
+
+
+def test_a_fusion_asked_for_and_fired_is_applied_and_flags_nothing():
+    log = (DATA / "h200-fusion-asked.log").read_text()
+    args = ["--compilation-config", '{"pass_config": {"fuse_allreduce_rms": true}}']
+    report = took_effect(log, engine_args=args, engine_env={}, tensor_parallel_size=2)
+    checks = by_setting(report)
+    assert (checks["fusion allreduce_rms"]["verdict"], checks["fusion allreduce_rms"]["source"]) == (APPLIED, "variant")
+    # custom allreduce is on by default: superseded too, but not the variant's own setting
+    assert (checks["custom allreduce"]["verdict"], checks["custom allreduce"]["flag"]) == (SUPERSEDED, False)
     assert report["flagged"] is False
