@@ -10,6 +10,7 @@ from . import artifacts as artifact_store
 from . import compare, history, home, permissions, runpage, selectors, services, waterfall
 from .annotations import AnnotationForm, annotation_create
 from .forms import TriggerForm
+from .noise import variant_noise
 from .trigger_plan import trigger_plan
 from .models import Artifact, Run
 
@@ -19,9 +20,13 @@ def _bad_request(request, message: str):
 
 
 def _benchmark_page(request, benchmark, form, status=200, annotation_form=None):
+    ladder = selectors.benchmark_ladder(benchmark=benchmark)
+    noise = variant_noise(variants=ladder)
+    for variant in ladder:
+        variant.noise = noise.get(variant.pk)
     context = {
         "benchmark": benchmark,
-        "ladder": selectors.benchmark_ladder(benchmark=benchmark),
+        "ladder": ladder,
         "runs": selectors.benchmark_recent_runs(benchmark=benchmark),
         "form": form,
         "annotation_form": annotation_form or (AnnotationForm() if permissions.is_member(request.user) else None),
