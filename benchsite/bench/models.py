@@ -157,6 +157,8 @@ class Run(models.Model):
 
     FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
     ACTIVE_STATES = (State.BUILDING, State.RUNNING)
+    # A trigger's repeats override stays well inside the benchmark's time limit (one run, not 20).
+    MAX_REPEATS = 50
 
     class Trigger(models.TextChoices):
         FORM = "form"
@@ -184,6 +186,9 @@ class Run(models.Model):
     commit = models.CharField(max_length=64, blank=True, help_text="The full SHA that ran (the worker resolves `ref`).")
     ref = models.CharField(max_length=250, blank=True, help_text="What was asked for: a branch, tag or commit.")
     patches = models.ManyToManyField(Patch, blank=True, help_text="Patches uploaded with the trigger, on top of the variant's.")
+    repeats = models.PositiveSmallIntegerField(null=True, blank=True,
+                                               validators=[MinValueValidator(1), MaxValueValidator(MAX_REPEATS)],
+                                               help_text="Timed repeats asked for at the trigger; empty: the benchmark's.")
     task_id = models.CharField(max_length=64, blank=True)
     attempts = models.PositiveSmallIntegerField(default=1, help_text="Executions started: 2 once the reaper "
                                                 "re-queued a run whose worker was lost (BENCH_REAPER_REQUEUE).")
