@@ -5,7 +5,7 @@ from django import forms
 
 from runners.contract import MAX_PATCH_BYTES, SpecError, check_ref
 
-from .models import Benchmark, EngineSource
+from .models import Benchmark, EngineSource, Run
 
 
 class VariantChoiceField(forms.ModelMultipleChoiceField):
@@ -30,6 +30,16 @@ class TriggerForm(forms.Form):
         help_text="Optional branch, tag or commit of the benchmark's engine repository; empty: its default.",
         widget=forms.TextInput(attrs={"placeholder": "e.g. main, v0.32.0, 3f2a9c1", "size": 42, "spellcheck": "false"}),
     )
+    repeats = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=Run.MAX_REPEATS,
+        help_text="Optional timed repeats per run; empty: the benchmark's.",
+        error_messages={"invalid": "Repeats is a whole number.",
+                        "min_value": "At least 1 repeat.",
+                        "max_value": f"At most {Run.MAX_REPEATS} repeats per run (one run must fit the benchmark's time limit)."},
+        widget=forms.NumberInput(attrs={"min": 1, "max": Run.MAX_REPEATS, "step": 1}),
+    )
     patch = forms.FileField(
         required=False,
         help_text="Optional unified diff (git diff) applied on top of the variant's patches; at most 1 MiB.",
@@ -47,6 +57,7 @@ class TriggerForm(forms.Form):
         self.fields["variants"].queryset = qs
         if not self.is_bound:
             self.fields["variants"].initial = [v.pk for v in qs]
+        self.fields["repeats"].widget.attrs["placeholder"] = str(benchmark.repeats)
 
     def clean_ref(self):
         ref = self.cleaned_data["ref"]

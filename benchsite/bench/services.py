@@ -51,7 +51,7 @@ def run_spec(run: Run) -> dict:
         "engine_env": {**benchmark.engine_env, **variant.env},
         "prompt": benchmark.prompt,
         "max_tokens": benchmark.max_tokens,
-        "repeats": benchmark.repeats,
+        "repeats": run.repeats or benchmark.repeats,
         "warmup": benchmark.warmup,
         "startup_timeout_s": benchmark.startup_timeout_s,
         "engine": _engine_spec(run),
@@ -84,12 +84,13 @@ def enqueue_run(run_id: int, queue: str = "") -> None:
 
 
 def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None, commit: str = "", ref: str = "",
-                 patches=(), queue: str = "") -> list[Run]:
+                 patches=(), queue: str = "", repeats: int | None = None) -> list[Run]:
     """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed
     (to `queue` when given: one host of the pool, see enqueue_run).
 
     `ref` is what was asked for (branch, tag or commit; the worker resolves it), `commit` a full
-    SHA when the caller knows it (a push); `patches` (Patch rows) go on top of the variant's."""
+    SHA when the caller knows it (a push); `patches` (Patch rows) go on top of the variant's;
+    `repeats` overrides the benchmark's timed repeats for these runs (None: the benchmark's)."""
     chosen = list(variants) if variants is not None else list(benchmark.variants.all())
     if not chosen:
         raise TriggerError(f"benchmark {benchmark.name!r} has no variants to run")
@@ -105,6 +106,9 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
             check_ref(given)
     except SpecError as exc:
         raise TriggerError(str(exc)) from None
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int)
+                                or not 1 <= repeats <= Run.MAX_REPEATS):
+        raise TriggerError(f"repeats={repeats!r}: give a whole number from 1 to {Run.MAX_REPEATS}")
     batch = uuid.uuid4()
     with transaction.atomic():
         runs = [
@@ -116,6 +120,7 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
                 triggered_by=user if user is not None and user.is_authenticated else None,
                 commit=commit,
                 ref=ref or commit,
+                repeats=repeats,
             )
             for variant in sorted(chosen, key=lambda v: v.position)
         ]

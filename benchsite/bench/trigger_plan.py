@@ -8,7 +8,8 @@ import hashlib
 from .models import Benchmark, EngineSource
 
 
-def trigger_plan(*, benchmark: Benchmark, variants: list, ref: str, patch: dict | None) -> dict:
+def trigger_plan(*, benchmark: Benchmark, variants: list, ref: str, patch: dict | None,
+                 repeats: int | None = None) -> dict:
     source = benchmark.engine_source
     if source is not None and source.kind == EngineSource.Kind.GIT:
         at = ref or source.default_ref or "its default branch"
@@ -26,4 +27,6 @@ def trigger_plan(*, benchmark: Benchmark, variants: list, ref: str, patch: dict 
                   "b64": base64.b64encode(raw).decode()}
     return {"runs": len(rows), "variants": rows, "pool": benchmark.gpu_pool, "queue": benchmark.queue,
             "engine": engine, "ref": ref, "patch": upload,
+            # `repeats_asked` is carried to the confirm POST (blank: the benchmark's stays in force).
+            "repeats": repeats or benchmark.repeats, "repeats_asked": repeats,
             "benchmark_patches": [p.name for p in benchmark.patches.all()]}

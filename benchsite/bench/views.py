@@ -59,7 +59,7 @@ def benchmark_trigger(request, slug):
     if form.is_valid() and request.POST.get("step") == "review":  # the form's button: summary first
         variants = list(form.cleaned_data["variants"].prefetch_related("patches"))
         plan = trigger_plan(benchmark=benchmark, variants=variants, ref=form.cleaned_data["ref"],
-                            patch=form.cleaned_data["patch"])
+                            patch=form.cleaned_data["patch"], repeats=form.cleaned_data["repeats"])
         return render(request, "bench/trigger_confirm.html",
                       {"benchmark": benchmark, "plan": plan, "variant_ids": [v.pk for v in variants]})
     if form.is_valid():  # the confirm page's button (or a scripted POST without the review step)
@@ -72,6 +72,7 @@ def benchmark_trigger(request, slug):
                 variants=list(form.cleaned_data["variants"]),
                 ref=form.cleaned_data["ref"],
                 patches=[services.patch_create(**upload)] if upload else [],
+                repeats=form.cleaned_data["repeats"],
             )
         except services.TriggerError as exc:
             form.add_error(None, str(exc))

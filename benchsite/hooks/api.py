@@ -59,6 +59,7 @@ class TriggerRequest:
     commit: str
     ref: str
     variants: list[Variant] | None
+    repeats: int | None = None
 
 
 def trigger_request_parse(body: bytes) -> TriggerRequest:
@@ -68,9 +69,9 @@ def trigger_request_parse(body: bytes) -> TriggerRequest:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BadRequest('send a JSON object: {"benchmark": SLUG, "commit": SHA or "ref": NAME, "variants": [...]}')
-    unknown = sorted(set(data) - {"benchmark", "commit", "ref", "variants"})
+    unknown = sorted(set(data) - {"benchmark", "commit", "ref", "variants", "repeats"})
     if unknown:
-        raise BadRequest(f"unknown fields {unknown}; use benchmark, commit, ref, variants")
+        raise BadRequest(f"unknown fields {unknown}; use benchmark, commit, ref, variants, repeats")
     slug = data.get("benchmark")
     if not isinstance(slug, str) or not slug:
         raise BadRequest("`benchmark` (a slug) is required")
@@ -89,7 +90,16 @@ def trigger_request_parse(body: bytes) -> TriggerRequest:
         except contract.SpecError as exc:
             raise BadRequest(str(exc)) from None
     return TriggerRequest(benchmark=benchmark, commit=commit.lower(), ref=ref,
-                          variants=_variants(benchmark, data.get("variants")))
+                          variants=_variants(benchmark, data.get("variants")), repeats=_repeats(data.get("repeats")))
+
+
+def _repeats(value) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= Run.MAX_REPEATS:
+        raise BadRequest(f"repeats={value!r}: give a whole number from 1 to {Run.MAX_REPEATS} (omit it for the "
+                         "benchmark's own)")
+    return value
 
 
 def _builds_from_git(benchmark: Benchmark) -> bool:

@@ -42,7 +42,9 @@ def openapi_document() -> dict:
                 "properties": {"benchmark": {"type": "string", "description": "the benchmark's slug"},
                                "commit": {"type": "string", "pattern": "^[0-9a-fA-F]{40}$"},
                                "ref": {"type": "string", "description": "branch, tag or commit (neither for a benchmark on the installed engine)"},
-                               "variants": {"type": "array", "items": {"type": "string"}, "minItems": 1}}}},
+                               "variants": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                               "repeats": {"type": "integer", "minimum": 1, "maximum": Run.MAX_REPEATS,
+                                           "description": "timed repeats per run (omit: the benchmark's)"}}}},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "paths": {"/api/runs/": {

@@ -94,7 +94,8 @@ def _trigger(request):
     req = api.trigger_request_parse(request.body)
     try:
         created = bench_services.runs_trigger(benchmark=req.benchmark, trigger=Run.Trigger.API, user=token.user,
-                                              variants=req.variants, commit=req.commit, ref=req.ref)
+                                              variants=req.variants, commit=req.commit, ref=req.ref,
+                                              repeats=req.repeats)
     except bench_services.TriggerError as exc:
         raise api.BadRequest(str(exc)) from None
     return JsonResponse({"runs": [selectors.run_json(r, base_url=_base_url(request)) for r in created]}, status=201)

@@ -1,4 +1,4 @@
-// Trigger form: keep the "what will run" summary in step with the checked variants, ref and patch.
+// Trigger form: keep the "what will run" summary in step with the checked variants, ref, repeats and patch.
 (function () {
   "use strict";
   var form = document.querySelector("form.trigger-form");
@@ -10,9 +10,11 @@
       .map(function (b) { return b.parentNode.textContent.trim(); });
     var ref = form.querySelector("input[name=ref]");
     var patch = form.querySelector("input[name=patch]");
+    var repeats = form.querySelector("input[name=repeats]");
+    var reps = repeats && repeats.value.trim() ? repeats.value.trim() : form.dataset.repeats;
     var text = names.length
       ? names.length + " run(s) — " + names.join(", ") + " — of " + form.dataset.model + " (TP " + form.dataset.tp + ", " +
-        form.dataset.repeats + " repeats) on pool " + form.dataset.pool + " (queue " + form.dataset.queue + ")"
+        reps + " repeats) on pool " + form.dataset.pool + " (queue " + form.dataset.queue + ")"
       : "nothing: check at least one variant";
     if (names.length && ref && ref.value.trim()) text += ", engine at ref " + ref.value.trim();
     if (names.length && patch && patch.files && patch.files.length) text += ", with patch " + patch.files[0].name;
