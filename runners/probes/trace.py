@@ -48,6 +48,10 @@ traces is runners/probes/allreduce.py.
     protocol (LL / LL128 / Simple). CPU ops on the CPU engine also include the wait for the
     peer rank.
 
+Reading: `parse_trace` streams the file (ijson) and keeps only the events named above (device
+events, launches, step annotations, communication-named ops), so a trace of hundreds of MB is
+never held whole; figures in docs/measurements.md (benchmarks/trace_memory.py).
+
 Sanity checks, per rank: decode steps found; every step's allreduce time <= its step time
 (1% + 5 us tolerance); 0 <= share <= 1; the same allreduce count in (nearly) every step.
 Failures go to `problems` (and `ok` is False) instead of a number that looks valid: the
@@ -72,9 +76,12 @@ import gzip
 import json
 import math
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import IO, Any, Iterable, Iterator
+
+import ijson
 
 from runners.analysis import stats
 
@@ -115,15 +122,56 @@ RANK_RE = re.compile(r"(?:^|_)rank(\d+)(?:\.|_|$)")
 class TraceError(ValueError):
     """A trace file cannot be read (not gzip/JSON, no traceEvents)."""
 
+# What a broken file raises while it is read: gzip (cut or corrupt) or JSON (cut, invalid).
+READ_ERRORS = (OSError, EOFError, zlib.error, ValueError, UnicodeDecodeError, ijson.JSONError)
+
+
+def _open(path: Path) -> IO[bytes]:
+    """The file's bytes, decompressed when gzip (torch writes .json.gz with gzip on)."""
+    with path.open("rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gz else path.open("rb")
+
+
+def _events_prefix(path: Path) -> str:
+    """ijson's path to the events: a top-level list holds them itself (older Chrome traces)."""
+    with _open(path) as f:
+        head = f.read(4096).lstrip()
+    return "item" if head[:1] == b"[" else "traceEvents.item"
+
+
+def _has_events_list(path: Path) -> bool:
+    with _open(path) as f:
+        return any(p == "traceEvents" and ev == "start_array" for p, ev, _ in ijson.parse(f))
+
+
+def iter_trace_events(path: Path) -> Iterator[Any]:
+    """The raw events of a Chrome trace (.json or .json.gz), one at a time: a GPU trace is
+    hundreds of MB, so the file is streamed and never held whole. The rest of the file is still
+    parsed, so a cut or invalid file raises TraceError (by the end of the iteration)."""
+    path = Path(path)
+    try:
+        prefix, count = _events_prefix(path), 0
+        with _open(path) as f:
+            for count, event in enumerate(ijson.items(f, prefix, use_float=True), 1):
+                yield event
+        found = count or prefix == "item" or _has_events_list(path)
+    except READ_ERRORS as e:
+        raise TraceError(f"{path.name}: not a complete trace ({type(e).__name__}: {e})") from e
+    if not found:
+        raise TraceError(f"{path.name}: no traceEvents list")
+
+
 def load_trace(path: Path) -> dict:
-    """Read a Chrome trace (.json or .json.gz). Raise TraceError when incomplete or invalid."""
+    """The whole trace in memory, for small files and tests (parse_trace streams instead).
+    Raise TraceError when incomplete or invalid."""
     path = Path(path)
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         data = json.loads(raw)
-    except (OSError, EOFError, gzip.BadGzipFile, ValueError, UnicodeDecodeError) as e:
+    except READ_ERRORS as e:
         raise TraceError(f"{path.name}: not a complete trace ({type(e).__name__}: {e})") from e
     if isinstance(data, list):
         data = {"traceEvents": data}
@@ -228,15 +276,28 @@ def parse_trace(path: Path) -> dict:
     """Parse one rank's trace file; see the module doc. Never raises on odd content:
     an unreadable file raises TraceError, anything else goes to `problems`."""
     path = Path(path)
-    data = load_trace(path)
-    result = parse_events(data["traceEvents"])
+    result = parse_events(filter(_needed, iter_trace_events(path)))
     result["file"] = path.name
     m = RANK_RE.search(path.name)
     result["rank"] = int(m.group(1)) if m else None
     return result
 
 
-def parse_events(raw_events: list) -> dict:
+def _needed(e: Any) -> bool:
+    """Whether any step below reads this raw event: device events, launches, step annotations
+    and communication-named ops. The rest (python_function, most cpu_ops) is most of a trace."""
+    if not isinstance(e, dict) or e.get("ph") != "X":
+        return False
+    cat = str(e.get("cat", ""))
+    if cat in KERNEL_CATS or cat in LAUNCH_CATS:
+        return True
+    name = str(e.get("name", ""))
+    if cat in ("user_annotation", "gpu_user_annotation") and STEP_RE.match(name):
+        return True
+    return cat in ("cpu_op", "user_annotation") and COMM_NAME_RE.search(name) is not None
+
+
+def parse_events(raw_events: Iterable) -> dict:
     """The figures of one rank from its raw trace events (see the module doc)."""
     events = _timed_events(raw_events)
     found = _find_steps(events)
@@ -254,13 +315,15 @@ def parse_events(raw_events: list) -> dict:
     return _result(fig, steps, found, comm, source, share, problems, launch_us)
 
 
-def _timed_events(raw_events: list) -> list[_Ev]:
-    """Complete events (ph X) with a time and a non-negative duration."""
-    events = []
+def _timed_events(raw_events: Iterable) -> list[_Ev]:
+    """Complete events (ph X) with a time and a non-negative duration. Names are shared: a
+    GPU trace repeats a few long kernel names hundreds of thousands of times."""
+    events, names = [], {}
     for e in raw_events:
         if isinstance(e, dict) and e.get("ph") == "X":
             ev = _Ev(e)
             if ev.ts is not None and ev.dur is not None and ev.dur >= 0:
+                ev.name = names.setdefault(ev.name, ev.name)
                 events.append(ev)
     return events
 
