@@ -86,3 +86,12 @@ def add_server_log(run, lines: int):
         content="\n".join(f"INFO log line {i}" for i in range(1, lines + 1)),
     )
 
+
+@pytest.fixture
+def queued(monkeypatch):
+    """Run ids the trigger would send to the broker, instead of sending them."""
+    from benchsite.bench import services
+
+    calls = []
+    monkeypatch.setattr(services, "enqueue_run", lambda run_id, *args, **kwargs: calls.append(run_id))
+    return calls

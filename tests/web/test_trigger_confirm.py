@@ -1,24 +1,17 @@
 """The trigger form's review step: the form's button shows what will run and on which pool,
 queues nothing, and the confirm page's button queues exactly that (an uploaded patch included)."""
-import html
 import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from benchsite.bench import services
 from benchsite.bench.models import EngineSource, Run
+
+from tests.web.helpers import hidden_fields
 
 pytestmark = pytest.mark.django_db
 
 PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
-
-
-@pytest.fixture
-def queued(monkeypatch):
-    calls = []
-    monkeypatch.setattr(services, "enqueue_run", lambda run_id, *args, **kwargs: calls.append(run_id))
-    return calls
 
 
 @pytest.fixture
@@ -28,15 +21,6 @@ def git_benchmark(ladder_benchmark):
     ladder_benchmark.engine_args = ["--max-model-len", "1024"]
     ladder_benchmark.save()
     return ladder_benchmark
-
-
-def _hidden(page: str) -> dict:
-    form = page[page.index('class="trigger-confirm"'):]
-    fields = {}
-    for name, value in re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', form):
-        if name != "csrfmiddlewaretoken":
-            fields.setdefault(name, []).append(html.unescape(value))
-    return fields
 
 
 def test_review_shows_runs_pool_engine_and_settings_and_queues_nothing(auth_client, git_benchmark, queued):
@@ -63,7 +47,7 @@ def test_confirm_queues_what_the_review_showed_with_the_patch_byte_for_byte(auth
     upload = SimpleUploadedFile("fix.diff", PATCH.encode())
     review = auth_client.post(f"/b/{git_benchmark.slug}/trigger/",
                               {"variants": [first.pk, third.pk], "ref": "perf/x", "patch": upload, "step": "review"})
-    fields = _hidden(review.content.decode())
+    fields = hidden_fields(review.content.decode())
     assert fields["variants"] == [str(first.pk), str(third.pk)] and fields["ref"] == ["perf/x"]
     with django_capture_on_commit_callbacks(execute=True):
         response = auth_client.post(f"/b/{git_benchmark.slug}/trigger/", {**fields, "step": "confirm"})

@@ -1,7 +1,6 @@
 """The trigger's optional repeats: checked on the form and the API, shown on the review page,
 carried by the confirm POST, stored on the runs and sent to the GPU worker in the job spec."""
 import base64
-import html
 import json
 import re
 
@@ -13,23 +12,9 @@ from benchsite.bench.forms import TriggerForm
 from benchsite.bench.models import Run
 from benchsite.hooks import services as hook_services
 
+from tests.web.helpers import hidden_fields
+
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def queued(monkeypatch):
-    calls = []
-    monkeypatch.setattr(services, "enqueue_run", lambda run_id, *args, **kwargs: calls.append(run_id))
-    return calls
-
-
-def _hidden(page: str) -> dict:
-    form = page[page.index('class="trigger-confirm"'):]
-    fields = {}
-    for name, value in re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', form):
-        if name != "csrfmiddlewaretoken":
-            fields.setdefault(name, []).append(html.unescape(value))
-    return fields
 
 
 def _summary(page: str) -> str:
@@ -85,7 +70,7 @@ def test_review_shows_the_asked_repeats_and_carries_them(auth_client, ladder_ben
     assert response.status_code == 200
     page = response.content.decode()
     assert "(TP 2, 256 new tokens, 12 repeats (asked; the benchmark's is 5) after 1 warmup)" in _summary(page)
-    assert _hidden(page)["repeats"] == ["12"]
+    assert hidden_fields(page)["repeats"] == ["12"]
     assert Run.objects.count() == 0 and queued == []
 
 
@@ -94,7 +79,7 @@ def test_review_without_repeats_shows_the_benchmarks_and_carries_none(auth_clien
     page = auth_client.post(f"/b/{ladder_benchmark.slug}/trigger/",
                             {"variants": [first.pk], "repeats": "", "step": "review"}).content.decode()
     assert "(TP 2, 256 new tokens, 5 repeats after 1 warmup)" in _summary(page)
-    assert "repeats" not in _hidden(page)
+    assert "repeats" not in hidden_fields(page)
 
 
 def test_confirm_stores_the_repeats_and_the_job_spec_on_the_broker_carries_them(
@@ -104,7 +89,7 @@ def test_confirm_stores_the_repeats_and_the_job_spec_on_the_broker_carries_them(
                               {"variants": [first.pk, third.pk], "repeats": "3", "step": "review"})
     with django_capture_on_commit_callbacks(execute=True):
         response = auth_client.post(f"/b/{ladder_benchmark.slug}/trigger/",
-                                    {**_hidden(review.content.decode()), "step": "confirm"})
+                                    {**hidden_fields(review.content.decode()), "step": "confirm"})
     assert response.status_code == 302
     runs = list(Run.objects.order_by("variant__position"))
     assert [(r.variant.name, r.repeats) for r in runs] == [("eager", 3), ("nccl LL", 3)]
