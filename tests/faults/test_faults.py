@@ -66,7 +66,9 @@ def test_results_sent_while_the_web_side_database_is_down_land_once_when_it_retu
     web_log = proxied_db_service.workers.log("web")
     assert "OperationalError" in web_log  # the outage was real: the worker's queries failed
     assert "heartbeats are judged from now on" in web_log  # and the reaper did not judge the unheard ones
-    assert "landed late; its retry" in web_log  # the next run: claimed by a given-up attempt, taken by its retry
+    # Whether the next run's claim is also caught by the outage (and then taken over by its retry,
+    # "landed late; its retry") depends on timing; that path has its own test in
+    # test_messages_and_requeue.py. Here the next run must just end well, which the scenario checks.
 
 
 def test_a_full_disk_loses_the_artifacts_with_a_clear_reason_and_nothing_else(full_disk_service):
