@@ -91,11 +91,3 @@ def inline_for_file(artifacts: list[dict]) -> list[dict]:
         else:
             out.append(a)
     return out
-
-
-def sha256_of(path: Path | str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
