@@ -18,7 +18,7 @@ EXTRAS := '.[web,dev,cpu-engine]'
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip uv || true
-	if [ -x $(VENV)/bin/uv ]; then $(VENV)/bin/uv pip install -q --python $(PY) $(UV_LINKS) -e $(EXTRAS); \
+	if [ -x $(VENV)/bin/uv ]; then $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) $(UV_LINKS) -e $(EXTRAS); \
 	else $(PY) -m pip install -q -e $(EXTRAS); fi
 	$(PY) -m runners cpu-engine-setup
 	touch $(STAMP)

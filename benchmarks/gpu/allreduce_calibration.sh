@@ -12,13 +12,16 @@ P="default,LL,LL128,Simple"
 COMM="timeout 200 python3 -m runners comm --backend nccl --world-size 2 --protos $P --timeout-s 45"
 nvidia-smi --query-gpu=name,memory.used,clocks.sm,clocks.mem --format=csv,noheader
 t0=$(date +%s)
+# The synthetic step's model: 78 layers of two 144 MiB blocks (what the service's probe runs: the
+# model's depth), and the 8-layer proxy it replaced.
+$COMM --mode interleaved --hidden-size 6144 --gemv-mb 144,144 --layers 78 --iters 60 --output "$O/il-model.json"
 $COMM --mode interleaved --hidden-size 6144 --gemv-mb 144,144 --layers 8 --iters 100 --output "$O/il8.json"
 echo "interleaved done at $(( $(date +%s) - t0 )) s"
 timeout 300 python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 --protos $P \
     --timeout-s 70 --out "$O/ab.json"
 echo "A/B done at $(( $(date +%s) - t0 )) s"
-timeout 120 python3 -m runners comm --backend nccl --world-size 2 --protos "${LLAMA_PROTOS:-default,LL,Simple}" --mode interleaved \
-    --model-config benchmarks/gpu/llama-8b-config.json --iters 100 --timeout-s 35 --output "$O/il-llama8b.json"
+timeout 150 python3 -m runners comm --backend nccl --world-size 2 --protos "${LLAMA_PROTOS:-default,LL,Simple}" --mode interleaved \
+    --model-config benchmarks/gpu/llama-8b-config.json --iters 100 --timeout-s 45 --output "$O/il-llama8b.json"
 [ "${SWEEP:-1}" = 1 ] && $COMM --sizes 12K --iters 100 --output "$O/sweep.json" >/dev/null
 echo "measurements took $(( $(date +%s) - t0 )) s"
 python3 benchmarks/gpu/allreduce_calibration.py "$O"

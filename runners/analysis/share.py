@@ -67,10 +67,10 @@ def comm_latency(*, tensor_parallel_size: int, hidden_size: int, dtype: str, env
 
 
 def _interleaved_point(*, tensor_parallel_size: int, dtype: str, proto: str, config: dict) -> dict:
-    from runners.probes.comm_interleaved import DEFAULT_LAYERS, run_interleaved
+    from runners.probes.comm_interleaved import run_interleaved
 
     doc = run_interleaved(backend="nccl", world_size=tensor_parallel_size, model_config=config,
-                          layers=DEFAULT_LAYERS, dtype=dtype, protos=[proto], iters=60, warmup=5, graph=True,
+                          dtype=dtype, protos=[proto], iters=60, warmup=5, graph=True,
                           timeout_s=300)
     if not doc["results"]:
         raise RuntimeError(f"no result: {doc.get('notes')}")

@@ -500,7 +500,8 @@ def add_arguments(parser):
                         help="also time allreduces captured in a CUDA graph (CUDA only; default on)")
     parser.add_argument("--graph-calls", type=int, default=20, help="allreduces captured per graph")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="limit per protocol's processes")
-    parser.add_argument("--layers", type=int, default=8, help="interleaved: layers of the proxy step (default 8)")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="interleaved: layers of the proxy step (default: the model config's depth, else 8)")
     parser.add_argument("--gemv-mb", default=None,
                         help="interleaved: comma-separated MiB of weights per GEMV block per GPU, one allreduce "
                              "each (e.g. 144,144 for two 6144 x 6144 pairs in bf16)")

@@ -11,7 +11,8 @@ the difference an allreduce makes to it:
 - per layer, per GEMV block (one per `--gemv-mb` entry, or per `--model-config` block): a
   column-parallel GEMV (hidden -> k) and a row-parallel one (k -> hidden) whose two weight
   matrices hold that block's bytes together, then an allreduce of the hidden state
-  (hidden x dtype x batch bytes, the decode size), then an RMSNorm;
+  (hidden x dtype x batch bytes, the decode size), then the residual add and an RMSNorm in
+  float32 (what vLLM's fused_add_rms_norm does);
 - the same step without the allreduces;
 - marginal cost per allreduce = (step with - step without) / allreduces per step, where each
   step time is the slowest rank's median (the slower GPU sets the pace of a TP step).
@@ -24,9 +25,14 @@ output, not the figure).
 
 `--model-config` takes a Hugging Face config.json (or its directory): the hidden size and
 the two blocks of a Llama-style layer (attention: qkv + o; MLP: gate + up + down), divided
-by the world size (the tensor-parallel degree), replace `--hidden-size` and `--gemv-mb`.
-The proxy needs far fewer layers than the model (`--layers`, default 8): the weights must
-only be well beyond the L2 cache, and the marginal cost is per call.
+by the world size (the tensor-parallel degree), replace `--hidden-size` and `--gemv-mb`, and
+its `num_hidden_layers` is the proxy's depth (`--layers` overrides it; 8 without a config).
+
+The depth matters. An 8-layer proxy (2.4 GB of weights) predicted the marginal cost of a
+78-layer step (23.6 GB) at +14% on one 2 x H200 host and -41% on another, while the step's own
+A/B repeated within 2% (docs/measurements.md, "Allreduce calibration"): what an allreduce costs
+depends on how long the weight stream around it runs. So the proxy takes the model's depth,
+capped at MAX_PROXY_WEIGHT_BYTES per GPU (it runs before the engine starts, on free GPUs).
 """
 from __future__ import annotations
 
@@ -41,7 +47,8 @@ from .comm import (CUSTOM, DTYPE_SHORT, CommError, dtype_info, host_facts, init_
                    run_ranks)
 
 MIB = 1 << 20
-DEFAULT_LAYERS = 8
+DEFAULT_LAYERS = 8  # without a model config
+MAX_PROXY_WEIGHT_BYTES = 48 << 30  # per GPU: leaves an 80 GB GPU room for NCCL and the graphs
 RMS_EPS = 1e-6
 
 
@@ -75,6 +82,19 @@ def marginal_us(*, with_us_by_rank: list[float], without_us_by_rank: list[float]
     if calls < 1:
         raise ValueError("calls must be at least 1")
     return (max(with_us_by_rank) - max(without_us_by_rank)) / calls
+
+
+def proxy_layers(*, requested: int | None, config: dict | None, block_bytes: list[int]) -> tuple[int, str]:
+    """(depth of the proxy, a note or ''): `requested`, else the model's num_hidden_layers, else
+    DEFAULT_LAYERS; never more than MAX_PROXY_WEIGHT_BYTES of weights per GPU."""
+    if requested is not None:
+        return requested, ""
+    depth = int((config or {}).get("num_hidden_layers") or DEFAULT_LAYERS)
+    fits = max(1, MAX_PROXY_WEIGHT_BYTES // max(1, sum(block_bytes)))
+    if depth > fits:
+        return fits, (f"proxy depth capped at {fits} of the model's {depth} layers "
+                      f"({MAX_PROXY_WEIGHT_BYTES >> 30} GiB of weights per GPU)")
+    return depth, ""
 
 
 def load_config(path: str) -> dict:
@@ -161,8 +181,10 @@ def _build_step(rank: int, cfg: dict, device, allreduce):
         return torch.randn(rows, cols, generator=gen, device=device, dtype=dtype) / math.sqrt(cols)
 
     layers = [[(matrix(k, hidden), matrix(hidden, k)) for k in cfg["inner_dims"]] for _ in range(cfg["layers"])]
-    norm_weight = torch.ones(hidden, device=device, dtype=dtype)
-    x0 = torch.randn(cfg["batch"], hidden, generator=gen, device=device, dtype=dtype)
+    norm_weight = torch.ones(hidden, device=device, dtype=torch.float32)
+    # The hidden state is replicated across ranks (the residual stream is): one seed for all.
+    x0 = torch.randn(cfg["batch"], hidden, generator=torch.Generator(device=device).manual_seed(999),
+                     device=device, dtype=dtype)
 
     def step(with_allreduce: bool):
         h = x0
@@ -171,7 +193,8 @@ def _build_step(rank: int, cfg: dict, device, allreduce):
                 y = F.linear(F.linear(h, up), down)
                 if with_allreduce:
                     y = allreduce(y)
-                h = F.rms_norm(y, (hidden,), norm_weight, RMS_EPS)
+                residual = y.float() + h.float()  # the residual add and the norm in float32, as vLLM
+                h = F.rms_norm(residual, (hidden,), norm_weight, RMS_EPS).to(dtype)
         return h
 
     return step
@@ -259,12 +282,12 @@ def _summary(samples: list[float]) -> dict:
 # ---------------------------------------------------------------- the parent
 
 def run_interleaved(*, backend: str = "auto", world_size: int | None = None, hidden_size: int = 4096,
-                    gemv_bytes: list[int] | None = None, model_config: dict | None = None, layers: int = DEFAULT_LAYERS,
+                    gemv_bytes: list[int] | None = None, model_config: dict | None = None, layers: int | None = None,
                     dtype: str = "bf16", batch: int = 1, protos: list[str] | None = None, iters: int = 100,
                     warmup: int = 10, graph: bool = True, timeout_s: float = 600.0) -> dict:
     """Time the proxy step with and without its allreduces; return the JSON document."""
     protos = protos or ["default"]
-    if iters < 2 or warmup < 0 or layers < 1 or batch < 1:
+    if iters < 2 or warmup < 0 or (layers is not None and layers < 1) or batch < 1:
         raise CommError("--iters must be at least 2, --layers and --batch at least 1, --warmup at least 0")
     backend, world_size = resolve_backend(backend, world_size, protos)
     dtype_name, elem = dtype_info(dtype)
@@ -281,6 +304,8 @@ def run_interleaved(*, backend: str = "auto", world_size: int | None = None, hid
     if not gemv_bytes or min(gemv_bytes) <= 0:
         raise CommError("give --gemv-mb (MiB of weights per GEMV block, per GPU) or --model-config")
     dims = [inner_dim(b, hidden_size=hidden_size, elem_bytes=elem) for b in gemv_bytes]
+    layers, capped = proxy_layers(requested=layers, config=model_config, block_bytes=gemv_bytes)
+    notes += [capped] if capped else []
     timing = "graph" if graph and backend == "nccl" else "eager"
     if graph and timing == "eager":
         notes.append("eager timing: CUDA graphs need CUDA (gloo runs on CPU)")

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from runners.probes.comm import CommError, parse_gemv_mb
-from runners.probes.comm_interleaved import gemv_blocks_from_config, inner_dim, marginal_us
+from runners.probes.comm_interleaved import (MAX_PROXY_WEIGHT_BYTES, gemv_blocks_from_config, inner_dim, marginal_us,
+                                             proxy_layers)
 
 LLAMA_3_8B = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
               "intermediate_size": 14336}
@@ -73,6 +74,23 @@ def test_marginal_known_answers():
     assert marginal_us(with_us_by_rank=[95.0], without_us_by_rank=[100.0], calls=5) == pytest.approx(-1.0)
     with pytest.raises(ValueError):
         marginal_us(with_us_by_rank=[1.0], without_us_by_rank=[1.0], calls=0)
+
+
+def test_proxy_depth_is_the_models():
+    llama = {**LLAMA_3_8B, "num_hidden_layers": 32}
+    blocks = gemv_blocks_from_config(llama, tensor_parallel_size=2, elem_bytes=2)
+    assert proxy_layers(requested=None, config=llama, block_bytes=blocks) == (32, "")  # 6.9 GB per GPU
+    assert proxy_layers(requested=8, config=llama, block_bytes=blocks) == (8, "")  # --layers wins
+    assert proxy_layers(requested=None, config=None, block_bytes=[144 << 20] * 2) == (8, "")  # no config
+    # Llama-3-405B at TP=8 (126 layers of 16384 x (128 + 2*8) x 128 attention and 3 x 16384 x 53248 MLP,
+    # bf16): 796,917,760 bytes (0.74 GiB) per layer per GPU; 48 GiB holds 64 of them
+    big = {"hidden_size": 16384, "num_attention_heads": 128, "num_key_value_heads": 8, "head_dim": 128,
+           "intermediate_size": 53248, "num_hidden_layers": 126}
+    blocks = gemv_blocks_from_config(big, tensor_parallel_size=8, elem_bytes=2)
+    assert sum(blocks) == (16384 * 144 * 128 + 16384 * 16384 + 3 * 16384 * 53248) * 2 // 8
+    depth, note = proxy_layers(requested=None, config=big, block_bytes=blocks)
+    assert sum(blocks) == 796_917_760 and depth == 64
+    assert "capped at 64 of the model's 126 layers" in note
 
 
 def test_parse_gemv_mb():
