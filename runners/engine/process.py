@@ -29,8 +29,10 @@ BENCH_VLLM_COMMAND points at another environment). On CPU these are added unless
 caller's environment or the spec already sets them: VLLM_CPU_KVCACHE_SPACE=1 (GiB),
 VLLM_CPU_OMP_THREADS_BIND (`auto` for TP=1; for TP>1 the CPUs this process may use,
 split into TP contiguous groups, e.g. `0|1` on 2 cores: `auto` fails for TP=2 on a
-single NUMA node), and the flags `--max-model-len 1024 --max-num-seqs 4`, plus
-`--distributed-executor-backend mp` for TP>1. On every platform HF_HUB_OFFLINE=1 and
+single NUMA node), for TP=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 (the engine core runs in the
+API server's process: one process fewer to start, 25 s instead of 35 s here, and one fewer
+competing for 2 cores; decode speed the same, docs/measurements.md), and the flags
+`--max-model-len 1024 --max-num-seqs 4`, plus `--distributed-executor-backend mp` for TP>1. On every platform HF_HUB_OFFLINE=1 and
 VLLM_NO_USAGE_STATS=1 are defaults (our hosts have no internet). Precedence, lowest first:
 these defaults, os.environ, EngineSpec.env. BENCH_ENGINE_GUARD_GRACE_S (seconds, default
 10) in the engine's environment sets how long the guard waits between SIGTERM and SIGKILL.
@@ -124,6 +126,8 @@ class Engine:
         if self._cpu():
             defaults["VLLM_CPU_KVCACHE_SPACE"] = "1"
             defaults["VLLM_CPU_OMP_THREADS_BIND"] = cpu_thread_binding(self.spec.tensor_parallel_size)
+            if self.spec.tensor_parallel_size == 1:
+                defaults["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         env = dict(defaults)
         env.update(os.environ)
         env.update(self.spec.env)

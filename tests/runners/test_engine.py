@@ -116,6 +116,18 @@ def test_command_and_env_on_cpu(monkeypatch):
     assert env["HF_HUB_OFFLINE"] == "0"
     assert env["VLLM_NO_USAGE_STATS"] == "1"
     assert "|" in env["VLLM_CPU_OMP_THREADS_BIND"] or len(os.sched_getaffinity(0)) < 2
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in engine.env_overrides  # TP>1 keeps its processes
+
+
+def test_tp1_cpu_engine_core_runs_in_the_api_servers_process(monkeypatch):
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    env = Engine(EngineSpec(model="/m", cpu=True, vllm_command=["vllm"])).build_env()
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # the caller's environment wins
+    assert Engine(EngineSpec(model="/m", cpu=True, vllm_command=["vllm"])).build_env()["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in Engine(EngineSpec(model="/m", cpu=False)).build_env()
 
 
 def test_command_not_on_cpu(monkeypatch):
