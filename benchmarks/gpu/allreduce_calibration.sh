@@ -17,7 +17,7 @@ t0=$(date +%s)
 $COMM --mode interleaved --hidden-size 6144 --gemv-mb 144,144 --layers 78 --iters 60 --output "$O/il-model.json"
 $COMM --mode interleaved --hidden-size 6144 --gemv-mb 144,144 --layers 8 --iters 100 --output "$O/il8.json"
 echo "interleaved done at $(( $(date +%s) - t0 )) s"
-timeout 300 python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 --protos $P \
+timeout 300 python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 --protos $P --rounds 12 \
     --timeout-s 70 --out "$O/ab.json"
 echo "A/B done at $(( $(date +%s) - t0 )) s"
 timeout 150 python3 -m runners comm --backend nccl --world-size 2 --protos "${LLAMA_PROTOS:-default,LL,Simple}" --mode interleaved \

@@ -56,7 +56,10 @@ def rank_main(rank, cfg):
                 if allreduce:
                     dist.all_reduce(y)
                 r = (y.float() + h.float())
-                h = (r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + 1e-5) * gamma).to(bf)
+                if cfg["norm"] == "fused":  # one norm kernel, as vLLM's fused_add_rms_norm
+                    h = torch.nn.functional.rms_norm(r, (H,), gamma, 1e-5).to(bf)
+                else:
+                    h = (r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + 1e-5) * gamma).to(bf)
         return h
 
     s = torch.cuda.Stream()
@@ -121,6 +124,8 @@ def main():
     ap.add_argument("--protos", default=",".join(PROTOS))
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--group", type=int, default=10)
+    ap.add_argument("--norm", choices=["ops", "fused"], default="ops",
+                    help="the RMSNorm as separate torch ops (the issue's step) or one fused kernel")
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout-s", type=float, default=120.0, help="limit per protocol's processes")
     a = ap.parse_args()
@@ -156,7 +161,7 @@ def main():
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "device": torch.cuda.get_device_name(0), "world": a.world, "torch": torch.__version__,
            "nccl": ".".join(map(str, v)) if isinstance(v, tuple) else str(v),
-           "layers": a.layers, "hidden": a.hidden, "shard": a.shard, "calls_per_step": calls,
+           "layers": a.layers, "norm": a.norm, "hidden": a.hidden, "shard": a.shard, "calls_per_step": calls,
            "weights_gb_per_gpu": round(a.layers * 2 * 2 * a.hidden * a.shard * 2 / 1e9, 2),
            "replays_each": a.rounds // 2 * a.group, "env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
            "elapsed_s": round(time.monotonic() - started, 1), "results": rows}

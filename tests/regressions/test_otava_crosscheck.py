@@ -25,8 +25,14 @@ def otava_python() -> str:
         return os.environ["BENCH_OTAVA_PYTHON"]
     python = VENV / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", *PACKAGES], check=True)
+        uv = Path(sys.executable).parent / "uv"  # make install puts uv in .venv: 3 s instead of 30
+        if uv.exists():
+            subprocess.run([str(uv), "venv", "-q", "--python", sys.executable, str(VENV)], check=True)
+            subprocess.run([str(uv), "pip", "install", "-q", "--python", str(python), "--no-deps", *PACKAGES],
+                           check=True)
+        else:
+            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+            subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", *PACKAGES], check=True)
     return str(python)
 
 
