@@ -43,7 +43,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchsite.regressions.edivisive import detect  # noqa: E402  (pure modules: no Django set-up)
-from benchsite.regressions.judging import REGRESSION, confirmation_agrees, judge, robust_noise  # noqa: E402
+from benchsite.regressions.judging import (REGRESSION, SECOND_LOOK_AFTER, confirmation_agrees, judge,  # noqa: E402
+                                           robust_noise)
 
 NOISES = (0.01, 0.02, 0.03, 0.05)
 STEPS = (0.02, 0.03, 0.05, 0.07, 0.10)
@@ -87,12 +88,23 @@ def _detect(values, min_change):
     return _DETECTED[key]
 
 
-def reports_edivisive(values, min_change, rerun=None, agrees=confirmation_agrees):
+def _may_rerun(index: int, t: int, reruns: dict[int, int], second_look: int | None) -> bool:
+    """The service's rule for one more confirmation run of the change at `index`, seen with `t`
+    points: the first one; a second (SECOND_LOOK) only when the detector still finds the same
+    change with `second_look` points after it."""
+    if index not in reruns:
+        return True
+    return second_look is not None and reruns[index] == 1 and t - index >= second_look
+
+
+def reports_edivisive(values, min_change, rerun=None, agrees=confirmation_agrees, second_look=None):
     """`rerun(index)`: a fresh measurement of the commit at `index` (the service's confirmation
     run); when given, a change (from the detector, or from a strong regression verdict) is
-    reported only if the re-run agrees (`agrees`: the service's judging.confirmation_agrees)."""
+    reported only if the re-run agrees (`agrees`: the service's judging.confirmation_agrees).
+    `second_look`: a change whose re-run disagreed is re-run once more when the detector still
+    finds it with that many points after it (the service's judging.SECOND_LOOK_AFTER)."""
     reported: list[tuple[int, int]] = []
-    rerun_at: set[int] = set()  # one re-run per commit, as the service stores a change once
+    reruns: dict[int, int] = {}  # re-runs per commit, as the service stores a change once
     for t in range(6, len(values) + 1):
         found = list(_detect(values[:t], min_change))
         if rerun is not None and (strong := _strong_verdict(values, t, reported, min_change)):
@@ -101,9 +113,9 @@ def reports_edivisive(values, min_change, rerun=None, agrees=confirmation_agrees
             if any(abs(index - idx) <= MATCH for idx, _ in reported):
                 continue
             if rerun is not None:
-                if index in rerun_at:
+                if not _may_rerun(index, t, reruns, second_look):
                     continue
-                rerun_at.add(index)
+                reruns[index] = reruns.get(index, 0) + 1
                 again = rerun(index)
                 noise = robust_noise(values[:index][-20:])  # as the service: the runs before the change
                 if not agrees(figure=again, before=before, after=after, noise=noise):
@@ -129,8 +141,10 @@ def reports_zscore(values, window=20, z=5.0):
 METHODS = {
     "E-Divisive (min change 0)": lambda v, rerun: reports_edivisive(v, 0.0),
     "E-Divisive (min change 3%)": lambda v, rerun: reports_edivisive(v, 0.03),
-    "E-Divisive (3%) + confirmation re-run (the service's alerts)": lambda v, rerun: reports_edivisive(v, 0.03, rerun),
-    "E-Divisive (3%) + re-run, midpoint rule (the alerts before)": lambda v, rerun: reports_edivisive(
+    "E-Divisive (3%) + confirmation re-run, second look (the service's alerts)": lambda v, rerun: reports_edivisive(
+        v, 0.03, rerun, second_look=SECOND_LOOK_AFTER),
+    "E-Divisive (3%) + one confirmation re-run (the alerts before)": lambda v, rerun: reports_edivisive(v, 0.03, rerun),
+    "E-Divisive (3%) + re-run, midpoint rule (the first alerts)": lambda v, rerun: reports_edivisive(
         v, 0.03, rerun, _midpoint),
     "last result > 3% off": lambda v, rerun: reports_last_result(v, 0.03),
     "last result > 5% off": lambda v, rerun: reports_last_result(v, 0.05),

@@ -38,6 +38,7 @@ def main(d: Path) -> int:
         return 1
     truth = {r["proto"]: r["marginal_us"] for r in ab["results"]}
     columns = {"interleaved, model's depth": per_proto(load(d, "il-model.json")),
+               "A/B, fused norm": {r["proto"]: r["marginal_us"] for r in (load(d, "ab-fused.json") or {}).get("results", [])},
                "interleaved, 8-layer proxy": per_proto(load(d, "il8.json")),
                "interleaved, 2-layer proxy": per_proto(load(d, "il2.json")),
                "alone in a graph (sweep)": per_proto(load(d, "sweep.json"), mode="graph")}

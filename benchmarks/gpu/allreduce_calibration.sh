@@ -20,6 +20,9 @@ echo "interleaved done at $(( $(date +%s) - t0 )) s"
 timeout 300 python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 --protos $P --rounds 12 \
     --timeout-s 70 --out "$O/ab.json"
 echo "A/B done at $(( $(date +%s) - t0 )) s"
+# The same step with one fused norm kernel (as vLLM's fused_add_rms_norm, and the probe's proxy)
+[ "${AB_FUSED:-1}" = 1 ] && timeout 300 python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 \
+    --protos $P --rounds 12 --norm fused --timeout-s 70 --out "$O/ab-fused.json"
 timeout 150 python3 -m runners comm --backend nccl --world-size 2 --protos "${LLAMA_PROTOS:-default,LL,Simple}" --mode interleaved \
     --model-config benchmarks/gpu/llama-8b-config.json --iters 100 --timeout-s 45 --output "$O/il-llama8b.json"
 [ "${SWEEP:-1}" = 1 ] && $COMM --sizes 12K --iters 100 --output "$O/sweep.json" >/dev/null

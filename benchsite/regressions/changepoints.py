@@ -8,7 +8,7 @@ from django.utils import timezone
 from benchsite.bench.models import Run
 from runners import contract
 
-from . import edivisive
+from . import edivisive, judging
 from .models import ChangePoint
 from .series import Point, series_key, series_points
 from .thresholds import judged_metrics, threshold_for
@@ -34,7 +34,8 @@ def _nearby(existing: list[ChangePoint], points: list[Point], index: int) -> Cha
 
 def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> tuple[ChangePoint, bool]:
     """Store one detected change point (`found`: edivisive.ChangePoint); (row, needs a
-    confirmation): new, or moved to another commit after its re-run disagreed."""
+    confirmation): new, moved to another commit after its re-run disagreed, or still found at
+    its commit SECOND_LOOK_AFTER runs on after its first re-run disagreed."""
     key = series_key(run)
     after_run, before_run = points[found.index].run, points[found.index - 1].run
     fields = {"index": found.index, "before": found.before, "after": found.after, "change": found.change,
@@ -43,17 +44,24 @@ def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> 
     match = _nearby(existing, points, found.index)
     if match is not None:
         moved = match.run_id != after_run.id
-        reopen = moved and match.confirmation == ChangePoint.Confirmation.DISAGREED
+        disagreed = match.status == ChangePoint.Status.OPEN and match.confirmation == ChangePoint.Confirmation.DISAGREED
+        reopen = disagreed and moved
+        # One unlucky re-run must not hide a real change for good: still found at the same commit
+        # with SECOND_LOOK_AFTER runs from it on, it gets one more confirmation run.
+        second_look = (disagreed and not moved and match.confirm_attempts == 1
+                       and len(points) - found.index >= judging.SECOND_LOOK_AFTER)
         if match.status == ChangePoint.Status.OPEN and (not match.confirmation or reopen):
             # Found early, a change sits a point or two off (the last segment needs MIN_SIZE
             # points); when its re-run at the wrong commit disagreed, the right commit gets its own.
             fields.update(run=after_run, previous_run=before_run, commit=after_run.commit,
                           previous_commit=before_run.commit)
             if reopen:
-                fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None)
+                fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None, confirm_attempts=0)
+        if second_look:
+            fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None)
         ChangePoint.objects.filter(pk=match.pk).update(**fields, updated_at=timezone.now())
         match.refresh_from_db()
-        return match, reopen
+        return match, reopen or second_look
     created = ChangePoint.objects.create(benchmark=run.benchmark, variant=run.variant, series_key=key, metric=metric,
                                          run=after_run, previous_run=before_run, commit=after_run.commit,
                                          previous_commit=before_run.commit, **fields)

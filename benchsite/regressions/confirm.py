@@ -65,7 +65,8 @@ def changepoint_confirm(*, change_point: ChangePoint) -> None:
         log.warning("change point %s: no confirmation run (%s); alerting without one", cp.id, exc)
         return _confirm_directly(cp)
     cp.confirmation, cp.confirm_run = ChangePoint.Confirmation.PENDING, rerun
-    cp.save(update_fields=["confirmation", "confirm_run", "updated_at"])
+    cp.confirm_attempts += 1
+    cp.save(update_fields=["confirmation", "confirm_run", "confirm_attempts", "updated_at"])
 
 
 def _noise_before(cp: ChangePoint) -> float | None:

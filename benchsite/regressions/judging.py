@@ -19,6 +19,10 @@ STRONG_LEVEL = 0.9995  # two-sided 99.9%: a single run this far off starts a cha
 # reported on its own seeds; docs/measurements.md.
 CONFIRM_Z = 1.0
 CONFIRM_FRACTION = 1 / 3
+# A change whose re-run disagreed gets one more re-run if the detector still finds it, at the same
+# commit, with this many runs after it: one unlucky re-run (7% of real 5% steps at 2% noise) no
+# longer hides a change for good, and a spurious change rarely survives that many more runs.
+SECOND_LOOK_AFTER = 5
 
 
 def prediction_half_width(history: list[float], level: float = VERDICT_LEVEL) -> float:

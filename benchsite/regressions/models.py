@@ -88,6 +88,9 @@ class ChangePoint(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.OPEN)
     confirmation = models.CharField(max_length=10, choices=Confirmation.choices, blank=True, default="")
     confirm_run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    confirm_attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="Confirmation runs queued for this change at this commit (a second look after a "
+                             "disagreement: judging.SECOND_LOOK_AFTER).")
     marked_by = models.CharField(max_length=150, blank=True)
     marked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -153,6 +153,48 @@ def test_confirmation_that_disagrees_sends_nothing(benchmark, receiver, deliver_
     assert not Alert.objects.exists() and receiver.requests == []
 
 
+def test_a_change_still_found_after_a_disagreeing_rerun_gets_one_second_look(
+        benchmark, receiver, deliver_in_process, django_capture_on_commit_callbacks):
+    """A real step whose one re-run was unlucky: the runs after it stay slow, the detector keeps
+    the change at its commit, and SECOND_LOOK_AFTER runs on it is re-run once more; that one
+    agrees and the alert goes out. A third re-run never happens."""
+    Subscription.objects.create(benchmark=benchmark, webhook_url=receiver.url)
+    history(benchmark)
+    slow = add_run(benchmark, 94.0, commit=sha(99))
+    run_judge(run_id=slow.id)
+    cp = ChangePoint.objects.get()
+    first = cp.confirm_run
+    finish(first, 100.2, django_capture_on_commit_callbacks)  # unlucky: back at the old level
+    cp.refresh_from_db()
+    assert (cp.confirmation, cp.confirm_attempts) == ("disagreed", 1)
+    for i in range(4):
+        later = add_run(benchmark, 94.0 * (1 + WOBBLE[i] / 100), commit=sha(100 + i))
+        run_judge(run_id=later.id)
+    cp.refresh_from_db()
+    assert (cp.commit, cp.confirmation, cp.confirm_attempts) == (sha(99), "pending", 2)
+    second = cp.confirm_run
+    assert second != first and (second.commit, second.state) == (sha(99), Run.State.QUEUED)
+    assert not Alert.objects.exists()
+    finish(second, 93.9, django_capture_on_commit_callbacks)
+    cp.refresh_from_db()
+    assert (cp.confirmation, cp.status) == ("agreed", "confirmed")
+    assert Alert.objects.filter(change_point=cp).count() == 1
+
+
+def test_no_second_look_when_the_runs_after_go_back(benchmark, deliver_in_process, django_capture_on_commit_callbacks):
+    history(benchmark)
+    slow = add_run(benchmark, 94.0, commit=sha(99))
+    run_judge(run_id=slow.id)
+    cp = ChangePoint.objects.get()
+    finish(cp.confirm_run, 100.2, django_capture_on_commit_callbacks)
+    for i in range(6):  # one slow run was noise: the level is back
+        later = add_run(benchmark, 100.0 * (1 + WOBBLE[i % 5] / 100), commit=sha(100 + i))
+        run_judge(run_id=later.id)
+    cp.refresh_from_db()
+    assert (cp.confirmation, cp.confirm_attempts, cp.status) == ("disagreed", 1, "open")
+    assert Run.objects.filter(state=Run.State.QUEUED).count() == 0
+
+
 def test_newly_incorrect_output_alerts_without_rerun(benchmark, deliver_in_process, django_capture_on_commit_callbacks):
     Subscription.objects.create(benchmark=benchmark, email="perf@example.com")
     history(benchmark, n=3)

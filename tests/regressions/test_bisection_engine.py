@@ -11,7 +11,7 @@ from benchsite.bench.models import Benchmark, EngineSource, Run
 from benchsite.regressions.bisection import bisection_start
 from runners.build.config import BuildConfig
 from runners.job import run_job
-from tests.build.conftest import BASE_TAG, Remote, installed_vllm
+from tests.builds.conftest import BASE_TAG, Remote, installed_vllm
 
 LLAMA = "vllm/model_executor/models/llama.py"
 ORIGINAL = """        logits = self.logits_processor(self.lm_head, hidden_states)

@@ -199,7 +199,7 @@ def test_login_trigger_and_run_page_in_browser(browser, live_server, history, la
     boxes[1].click()  # leave out "cuda graphs"
     summary = browser.find_element("id", "trigger-summary").text
     assert "2 run(s) — 1. eager, 3. nccl LL" in summary and "on pool h200x2 (queue gpu.h200x2)" in summary
-    # this benchmark runs the installed engine: no ref (the ref field is tested in tests/build)
+    # this benchmark runs the installed engine: no ref (the ref field is tested in tests/builds)
     browser.find_element("css selector", ".trigger-form button[type=submit]").click()
     plan = _wait(browser, lambda d: d.find_elements("id", "trigger-plan-summary"), "the review page")[0].text
     assert "2 runs of /models/llama-8b-random" in plan and "on pool h200x2 (queue gpu.h200x2)" in plan
