@@ -37,25 +37,6 @@ def _database_url(settings_dict) -> str:
     return f"postgres://{auth}{settings_dict.get('HOST') or '127.0.0.1'}:{settings_dict.get('PORT') or 5432}/{settings_dict['NAME']}"
 
 
-class _EngineTestsFirst:
-    """Longest first. pytest-django orders database tests before the rest, which put the tests
-    that start an engine without a database (the shared engine's group among them) at the end
-    of the pass, where one xdist worker finished alone on an engine start. They go out first
-    now; the short tests fill in around them. Tests without a database touch none, so moving
-    them ahead of the database tests changes nothing else."""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items):
-        def uses_engine(item):
-            return bool(item.get_closest_marker("engine")) or "shared_engine" in getattr(item, "fixturenames", ())
-
-        items.sort(key=lambda item: 0 if uses_engine(item) and not item.get_closest_marker("database") else 1)
-
-
-def pytest_configure(config):
-    config.pluginmanager.register(_EngineTestsFirst(), "engine-tests-first")
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Mark the tests that use a database, so the PostgreSQL pass runs those and not the

@@ -1,7 +1,8 @@
 """Real Celery workers on the real Redis broker: claim, report back, fail cleanly.
 
 No model is loaded here (the engine is asked for a model that does not exist), so these run
-on PostgreSQL as well as SQLite; tests/e2e runs the engine for real."""
+on PostgreSQL as well as SQLite (but the twice-delivered task: PostgreSQL); tests/e2e runs the
+engine for real."""
 import pytest
 
 from benchsite.bench import services
@@ -22,6 +23,9 @@ def broken_benchmark(tmp_path):
     return benchmark
 
 
+# PostgreSQL only: "once" rests on select_for_update, which SQLite does not do, and the engine's
+# failed start (vLLM's imports, then its refusal) is the costliest thing in this file.
+@pytest.mark.postgres_pass
 def test_a_failing_engine_fails_the_run_once_even_when_the_task_is_delivered_twice(broken_benchmark, celery_workers):
     [run] = services.runs_trigger(benchmark=broken_benchmark, trigger=Run.Trigger.API)
     # A redelivered message (e.g. after a broker visibility timeout) must not run the job again.
