@@ -60,6 +60,8 @@ def test_held_back_case_uses_the_generation_times():
     with pf.TokenServer() as server:
         row = pf.measure_case(server, 2, 1, 96, 3, ttft_ms=5, nodelay=0, vllm_bench=False)
     assert row["truth_probe"]["from"].startswith("generation times")
-    assert row["truth_probe"]["tok_s"] == pytest.approx(500, rel=0.01)  # the server's own cadence
+    # The truth is what the server did: its 2 ms sleeps overshoot on 2 loaded cores (483 tok/s
+    # once in CI), so the nominal 500 is only a sanity bound; the probe is judged against the truth.
+    assert 400 < row["truth_probe"]["tok_s"] <= 501
     assert abs(row["probe"]["tok_s_err"]) < 0.02
     assert "no-NODELAY ttft=5" in row["case"]
