@@ -25,7 +25,9 @@ Methods:
   the 99.9% prediction interval of the runs before it (a strong regression verdict), confirmed by
   one re-run of its commit (a fresh draw at that commit's true level) judged as the service judges
   it (judging.confirmation_agrees: beyond the old level by the series' robust noise and a third of
-  the change); and the same with the rule used before (the re-run nearer the new level);
+  the change), with one second re-run of a change still found SECOND_LOOK_AFTER points on after
+  its first re-run disagreed (the service since session 3); with one re-run only (before); and
+  with the first rule (the re-run nearer the new level);
 - "more than X% off the last result" for X = 3 and 5;
 - conbench's lookback z-score: z of the new point against the mean and standard deviation of the
   previous 20 points, alarm when |z| > 5 (conbench's default threshold).
