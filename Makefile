@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8000
 export BENCH_TINY_MODEL_DIR ?= $(CURDIR)/var/tiny-model
+# These machines set PYTHONDONTWRITEBYTECODE=1: every process would compile its imports from
+# source again (the suite starts hundreds: engines, Celery workers, CLIs). Byte code goes to
+# __pycache__ (ignored by git); site-packages is compiled at install.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install run test test-slow test-fast model browser clean
 
