@@ -380,10 +380,11 @@ def test_held_back_start_without_tcp_nodelay(token_server):
     """A server that leaves Nagle on, first token 5 ms after the headers, 2 ms per token: the
     first chunks wait for the client's delayed ACK and arrive in one burst (before the fix the
     probe reported +17%). Each repeat is either within 10% of the engine's real rate (the
-    generation times the server recorded) or flagged, and the median within 2%. Loose bounds
-    for the shared 2-core host: 0.1-0.3% on a quiet one (medians), but at load average 7-8 (the
-    suite's own engines beside it) the client reads chunks in bunches and single repeats moved
-    by up to 6%."""
+    generation times the server recorded) or flagged, and the median within 5%. Loose bounds
+    for the shared 2-core host: 0.1-0.3% on a quiet one (medians, benchmarks/probe_fidelity.py
+    holds that claim), but at load average 7-8 (the suite's own engines beside it) the client
+    reads chunks in bunches: single repeats moved by up to 6%, a median by 3.4% once in CI. 5%
+    still fails the bug this guards against (+17%, and +9.5% with a 20 ms first token)."""
     sc = dict(cadence_ms=2, ttft_ms=5, nodelay=0, first_alone=1, tag="held-back")
     result = measure_decode(base_url=token_server.url(**sc), model=MODEL, prompt="hi", max_tokens=128, repeats=5,
                             warmup=1)
@@ -395,7 +396,7 @@ def test_held_back_start_without_tcp_nodelay(token_server):
     # the claim held here is the median's; most repeats must still be right or flagged.
     good = [bool(s["flag"]) or rel(s["decode_tok_s"], t) < 0.10 for s, t in zip(result["samples"], truths)]
     assert sum(good) > len(good) / 2, good
-    assert rel(result["decode_tok_s"], stats.median(truths)) < 0.02
+    assert rel(result["decode_tok_s"], stats.median(truths)) < 0.05
     if all(s["ttft_flag"] for s in result["samples"]):  # the TTFT is late by the hold: said so
         assert any("TTFT includes the hold" in w for w in result["warnings"])
 
