@@ -65,26 +65,33 @@ def measure_against_truth(token_server, cadence_ms, k, first_alone, max_tokens):
     result = measure_decode(base_url=token_server.url(**sc), model=MODEL, prompt="hello", max_tokens=max_tokens,
                             repeats=repeats, warmup=1)
     log = token_server.log(**sc)
-    assert len(log) == 1 + repeats  # the warmup request, then the measured ones
-    truths = [truth_from_log(r) for r in log[1:]]
-
-    errors, ttft_excess = [], []
-    for sample, truth in zip(result["samples"], truths):
+    assert len(log) == 1 + result["repeats_made"]  # the warmup request, then the measured ones
+    pairs = list(zip(result["samples"], [truth_from_log(r) for r in log[1:]]))
+    for sample, truth in pairs:
         assert sample["n_tokens"] == truth["n"] == max_tokens
         assert sample["chunks"] == truth["chunks"]
         assert sample["first_chunk_tokens"] == (1 if first_alone else k)
-        assert sample["suspect"] is None and sample["flag"] == ""
+    # A client descheduled for the whole stream (seen once in CI at load 4: 128 chunks read 35 us
+    # apart) reads one burst; the probe flags that repeat and leaves it out, and says so.
+    clean = [(s, t) for s, t in pairs if not s["flag"]]
+    assert len(clean) >= 3
+    if len(clean) == len(pairs):
+        assert result["warnings"] == [] and result["suspect"] is False
+    else:
+        assert all(w.startswith(("repeat ", "statistics use ")) or "extra repeat" in w for w in result["warnings"])
+    errors, ttft_excess = [], []
+    for sample, truth in clean:
+        assert sample["suspect"] is None
         errors.append(rel(sample["decode_tok_s"], truth["tok_s"]))
         # causality: sent before the server received it, arrived after the server wrote it
         true_ttft_ms = (truth["first_sent"] - truth["recv"]) * 1e3
         assert sample["ttft_ms"] >= true_ttft_ms
         ttft_excess.append(sample["ttft_ms"] - true_ttft_ms)
     assert stats.median(ttft_excess) < 20
-    assert result["warnings"] == [] and result["suspect"] is False
     assert result["repeat_outputs_identical"] is True
-    true_tok_s = stats.median([t["tok_s"] for t in truths])
+    true_tok_s = stats.median([t["tok_s"] for _, t in clean])
     tok_s_err = rel(result["decode_tok_s"], true_tok_s)
-    true_p50 = stats.percentile([x for t in truths for x in t["itl"]], 50) * 1e3
+    true_p50 = stats.percentile([x for _, t in clean for x in t["itl"]], 50) * 1e3
     itl_err = rel(result["itl_ms"]["p50"], true_p50)
     print(f"\ncadence {cadence_ms} ms, {k} tok/chunk, first_alone={first_alone}, {max_tokens} tokens x {repeats} "
           f": tok/s {result['decode_tok_s']:.3f} (truth {true_tok_s:.3f}, err {tok_s_err:.4%}; "
