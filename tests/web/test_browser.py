@@ -60,6 +60,13 @@ def _wait(driver, predicate, what):
     return wait.until(predicate, message=f"timed out waiting for {what}")
 
 
+def _text(driver, element_id):
+    # Read in one script call: the page replaces these nodes in place, and a found element
+    # read a moment later can belong to the old document (a chromedriver inspector error,
+    # not a StaleElementReferenceException, so the wait would not ignore it).
+    return driver.execute_script("const e = document.getElementById(arguments[0]); return e ? e.innerText.trim() : '';", element_id)
+
+
 def _chart_state(driver, metric="decode_tok_s"):
     return driver.execute_script(
         """
@@ -222,13 +229,14 @@ def test_login_trigger_and_run_page_in_browser(browser, live_server, history, la
     from django.utils import timezone
 
     Run.objects.filter(pk=run.pk).update(state=Run.State.RUNNING, phase="probe: decode", started_at=timezone.now())
-    _wait(browser, lambda d: "RUNNING" in d.find_element("id", "run-status").text, "the page to follow the run")
-    _wait(browser, lambda d: "probe: decode" in d.find_element("id", "run-phase").text, "the new phase")
+    _wait(browser, lambda d: "RUNNING" in _text(d, "run-status"), "the page to follow the run")
+    _wait(browser, lambda d: "probe: decode" in _text(d, "run-phase"), "the new phase")
     add_server_log(run, lines=70)
-    _wait(browser, lambda d: d.find_element("id", "run-log").text.endswith("INFO log line 70"), "the log tail in place")
+    _wait(browser, lambda d: _text(d, "run-log").endswith("INFO log line 70"), "the log tail in place")
     assert "s" in browser.find_element("id", "run-elapsed").text
     assert browser.execute_script("return window.sameDocument === true"), "the page reloaded instead of updating"
     _screenshot(browser, "run-live.png")
-    _wait(browser, lambda d: d.find_element("css selector", "#run-status button.danger"), "the cancel button").click()
-    _wait(browser, lambda d: "CANCELLED" in d.find_element("id", "run-status").text, "the cancelled run")
+    # Found and clicked in one try: a poll can replace the button between the two.
+    _wait(browser, lambda d: d.find_element("css selector", "#run-status button.danger").click() or True, "the cancel button")
+    _wait(browser, lambda d: "CANCELLED" in _text(d, "run-status"), "the cancelled run")
     assert _severe_console_errors(browser) == []
