@@ -10,7 +10,7 @@ export BENCH_TINY_MODEL_DIR ?= $(CURDIR)/var/tiny-model
 # __pycache__ (ignored by git); site-packages is compiled at install.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install run test test-slow test-fast model browser clean
+.PHONY: install run test test-fast model browser clean
 
 # uv installs the same packages as pip in a fraction of the time (about 30 s instead of 2+ min
 # here); it reads pip's find-links (where torch's CPU wheel may live) from the environment or
@@ -50,17 +50,13 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loa
 test: model browser
 	$(VENV)/bin/lint-imports
 	@mkdir -p var/logs
-	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "database and not slow" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
+	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m database > var/logs/test-postgres.log 2>&1 & pg=$$!; \
 	echo "=== SQLite pass (the PostgreSQL pass runs beside it: var/logs/test-postgres.log) ==="; \
-	$(PYTEST) -m "not postgres_pass and not slow"; sqlite=$$?; \
+	$(PYTEST) -m "not postgres_pass"; sqlite=$$?; \
 	wait $$pg; postgres=$$?; \
 	echo "SQLite pass exit $$sqlite, PostgreSQL pass exit $$postgres"; \
 	echo "=== PostgreSQL pass ==="; cat var/logs/test-postgres.log; \
 	test $$sqlite = 0 -a $$postgres = 0
-
-# The tests too slow for every run (the real 16-commit bisection: six engine starts), on PostgreSQL.
-test-slow: model
-	DATABASE_URL=$(TEST_POSTGRES_URL) $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -m slow
 
 # Everything but the tests that start a real engine.
 test-fast: install

@@ -44,8 +44,8 @@ def sixteen_commits(tmp_path):
 
 
 @pytest.mark.engine
-@pytest.mark.slow  # six engine starts, 5+ minutes: `make test-slow`, not `make test`
-@pytest.mark.timeout(1500)
+@pytest.mark.postgres_pass  # six engine starts (2.5 min alone): on PostgreSQL only, started first
+@pytest.mark.timeout(900)
 def test_bisected_to_the_slow_commit_on_the_cpu_engine(db, sixteen_commits, tiny_model_dir, tmp_path, monkeypatch,
                                                         settings, django_capture_on_commit_callbacks):
     from benchsite.celery import app
