@@ -140,7 +140,7 @@ class Workers:
         cmd = [sys.executable, "-m", "celery", "-A", "benchsite", "worker", "-Q", queues, "-c", "1",
                "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
         self.procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True, preexec_fn=_die_with_parent)
+                                            process_group=0, preexec_fn=_die_with_parent)
 
     def stop(self) -> None:
         for proc in self.procs.values():

@@ -30,7 +30,9 @@ class Supervisor:
     def start(self, name: str) -> None:
         with open(self.log_dir / f"{name}.log", "ab") as log:
             self.procs[name] = subprocess.Popen(self.commands[name], cwd=self.cwd, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True)
+                                                stderr=subprocess.STDOUT,
+                                                # its own group, our session: see runners.engine.process
+                                                process_group=0)
 
     def start_all(self) -> None:
         for name in self.commands:

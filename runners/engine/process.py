@@ -4,9 +4,14 @@
     with Engine(spec, on_wait=print) as engine:
         httpx.post(f"{engine.base_url}/v1/completions", json={...})
 
-The server runs in its own process group (`start_new_session=True`), led by a small guard
+The server runs in its own process group (`process_group=0`), led by a small guard
 process (runners/engine/guard.py), so `stop()` reaches vLLM's engine-core and worker
-processes as well: SIGTERM to the group, up to `stop_timeout_s` (15 s) for it to exit, then
+processes as well. It stays in the caller's session on purpose: with Linux's autogroup
+scheduling (`kernel.sched_autogroup_enabled=1`, the default here) a new session is a
+scheduling group of its own, whose CPU share vLLM's busy engine core takes, and on a loaded
+2-core host the API server then starves and sends whole streams in one burst (0 clean
+repeats of 48 under 3 busy loops; 8 of 9 in the caller's session, docs/measurements.md).
+Stopping: SIGTERM to the group, up to `stop_timeout_s` (15 s) for it to exit, then
 SIGKILL to the group. `stop()` is idempotent and `__exit__` always calls it, whatever the
 exception (KeyboardInterrupt, Celery's SoftTimeLimitExceeded, ...); an atexit hook stops
 engines left running at interpreter exit. If our own process is killed outright (Celery's
@@ -29,9 +34,10 @@ BENCH_VLLM_COMMAND points at another environment). On CPU these are added unless
 caller's environment or the spec already sets them: VLLM_CPU_KVCACHE_SPACE=1 (GiB),
 VLLM_CPU_OMP_THREADS_BIND (`auto` for TP=1; for TP>1 the CPUs this process may use,
 split into TP contiguous groups, e.g. `0|1` on 2 cores: `auto` fails for TP=2 on a
-single NUMA node), for TP=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 (the engine core runs in the
-API server's process: one process fewer to start, 25 s instead of 35 s here, and one fewer
-competing for 2 cores; decode speed the same, docs/measurements.md), and the flags
+single NUMA node), for TP=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 (vLLM 0.32's `serve` still
+starts its engine-core process, but the model then runs inside it instead of in a separate
+worker process, and no multiprocessing resource tracker is started: 2 processes instead of
+4, 25 s to start instead of 35 here, decode speed the same, docs/test-suite.md), and the flags
 `--max-model-len 1024 --max-num-seqs 4`, plus `--distributed-executor-backend mp` for TP>1. On every platform HF_HUB_OFFLINE=1 and
 VLLM_NO_USAGE_STATS=1 are defaults (our hosts have no internet). Precedence, lowest first:
 these defaults, os.environ, EngineSpec.env. BENCH_ENGINE_GUARD_GRACE_S (seconds, default
@@ -219,10 +225,10 @@ class Engine:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                start_new_session=True,
+                process_group=0,  # a group of its own, in our session (see the module doc)
                 close_fds=True,
             )
-        self.pgid = self.proc.pid  # start_new_session: the guard leads the group
+        self.pgid = self.proc.pid  # the guard leads the group
         self._record = orphans.engine_recorded(pgid=self.pgid, command=self.command)
         _live_engines.add(self)
 

@@ -99,7 +99,7 @@ class FaultWorkers(Workers):
         if beat:
             cmd += ["-B", "--schedule", str(self.log_dir / "beat-schedule")]
         self.procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True, preexec_fn=_die_with_parent)
+                                            process_group=0, preexec_fn=_die_with_parent)
 
     def start_service(self) -> None:
         self.start("web", "web", beat=True)

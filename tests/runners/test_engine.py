@@ -119,7 +119,7 @@ def test_command_and_env_on_cpu(monkeypatch):
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in engine.env_overrides  # TP>1 keeps its processes
 
 
-def test_tp1_cpu_engine_core_runs_in_the_api_servers_process(monkeypatch):
+def test_tp1_cpu_model_runs_in_the_engine_core_process(monkeypatch):
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     env = Engine(EngineSpec(model="/m", cpu=True, vllm_command=["vllm"])).build_env()
     assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
@@ -168,6 +168,10 @@ def test_fake_engine_life_cycle(fake_vllm_command, tmp_path, monkeypatch):
         assert waits and "waiting for engine /health" in waits[0]
         engine.check_alive(health=True)
         pgid = engine.pgid
+        # a process group of its own (stop() signals it), in our session: a session of its own
+        # would be an autogroup whose share the engine core takes (see runners.engine.process)
+        assert os.getpgid(engine.proc.pid) == pgid == engine.proc.pid != os.getpgid(0)
+        assert os.getsid(engine.proc.pid) == os.getsid(0)
         assert "fake vllm listening" in engine.log_tail()
         assert engine.log_tail().startswith("# engine command: ")
     # the grandchild ignores SIGTERM: stop() must escalate to SIGKILL for the group
