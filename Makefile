@@ -45,18 +45,22 @@ browser:
 # workers: the whole suite on SQLite with the real vLLM CPU engine (but the end-to-end run), and
 # every test that uses the database on PostgreSQL (web, service, webhook, and the real end-to-end
 # run; pure-Python tests are not repeated). The PostgreSQL pass prints its log when both are done.
+# Then the tests marked `alone`, by themselves: the real bisection judges speeds measured
+# minutes apart, and the passes' load moves the tiny model's speed tenfold.
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loadgroup
 test: model browser
 	$(VENV)/bin/lint-imports
 	@mkdir -p var/logs
-	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m database > var/logs/test-postgres.log 2>&1 & pg=$$!; \
+	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "database and not alone" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
 	echo "=== SQLite pass (the PostgreSQL pass runs beside it: var/logs/test-postgres.log) ==="; \
-	$(PYTEST) -m "not postgres_pass"; sqlite=$$?; \
+	$(PYTEST) -m "not postgres_pass and not alone"; sqlite=$$?; \
 	wait $$pg; postgres=$$?; \
 	echo "SQLite pass exit $$sqlite, PostgreSQL pass exit $$postgres"; \
 	echo "=== PostgreSQL pass ==="; cat var/logs/test-postgres.log; \
-	test $$sqlite = 0 -a $$postgres = 0
+	echo "=== Alone, on PostgreSQL (the real bisection) ==="; \
+	DATABASE_URL=$(TEST_POSTGRES_URL) $(PY) -m pytest -p no:cacheprovider -ra --durations=5 -m alone; alone=$$?; \
+	test $$sqlite = 0 -a $$postgres = 0 -a $$alone = 0
 
 # Everything but the tests that start a real engine.
 test-fast: install

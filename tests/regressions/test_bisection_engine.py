@@ -45,7 +45,7 @@ def sixteen_commits(tmp_path):
 
 
 @pytest.mark.engine
-@pytest.mark.postgres_pass  # six engine starts (2.5 min alone): on PostgreSQL only, started first
+@pytest.mark.alone  # its judgement compares speeds measured minutes apart: `make test` runs it by itself
 @pytest.mark.timeout(900)
 def test_bisected_to_the_slow_commit_on_the_cpu_engine(db, sixteen_commits, tiny_model_dir, tmp_path, monkeypatch,
                                                         settings, django_capture_on_commit_callbacks):
@@ -72,7 +72,8 @@ def test_bisected_to_the_slow_commit_on_the_cpu_engine(db, sixteen_commits, tiny
             services.run_complete(run_id=run.id, result=result)
     bisection.refresh_from_db()
     probes = bisection.steps.filter(role="probe")
-    assert bisection.state == "found", (bisection.message, list(bisection.steps.values_list("commit", "outcome", "value", "note")))
-    assert bisection.first_bad == commits[GUILTY]
+    steps = list(bisection.steps.values_list("role", "commit", "outcome", "value", "note"))
+    assert bisection.state == "found", (bisection.message, steps)
+    assert bisection.first_bad == commits[GUILTY], (commits.index(bisection.first_bad), steps)
     assert 1 <= probes.count() <= 5
     assert bisection.bad_level < 0.8 * bisection.good_level  # the slowdown is plain at these settings
