@@ -3,6 +3,8 @@ import logging
 
 from celery import shared_task
 
+from benchsite.retry import retry_or_give_up
+
 log = logging.getLogger(__name__)
 
 
@@ -13,14 +15,10 @@ def deliver_alert(self, alert_id: int) -> bool:
     try:
         return alerts.alert_deliver(alert_id=alert_id)
     except alerts.TransientAlertError as exc:
-        attempt = self.request.retries
-        if attempt >= conf.alert_max_retries():
-            log.error("alert %s not sent after %d attempts: %s", alert_id, attempt + 1, exc)
-            alerts.alert_give_up(alert_id=alert_id, error=str(exc))
-            return False
-        countdown = conf.alert_retry_base_ms() / 1000 * 2**attempt  # 30 s, 60 s, 120 s...
-        log.warning("alert %s: %s; retry %d in %.1f s", alert_id, exc, attempt + 1, countdown)
-        raise self.retry(countdown=countdown) from None
+        # 30 s, 60 s, 120 s... by default
+        return retry_or_give_up(self, exc, what=f"alert {alert_id}", max_retries=conf.alert_max_retries(),
+                                base_ms=conf.alert_retry_base_ms(),
+                                give_up=lambda: alerts.alert_give_up(alert_id=alert_id, error=str(exc)))
 
 
 @shared_task(name="regressions.trigger_canaries")

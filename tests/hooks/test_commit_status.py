@@ -149,7 +149,7 @@ def test_github_down_never_fails_the_run(web_worker, github_settings, watched_be
         workers = web_worker(BENCH_GITHUB_API_URL=github.url, BENCH_GITHUB_TOKEN=TOKEN,
                              BENCH_STATUS_RETRY_BASE_MS="100", BENCH_STATUS_MAX_RETRIES="1")
         finish(run, 99.0)
-        wait_for(lambda: "not reported after 2 attempts" in workers.log("web"), 90, 0.2, "the worker to give up",
+        wait_for(lambda: "gave up after 2 attempts" in workers.log("web"), 90, 0.2, "the worker to give up",
                  explain=lambda: workers.log("web"))
     assert len(github.requests) == 2
     run.refresh_from_db()
