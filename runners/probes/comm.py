@@ -508,6 +508,10 @@ def add_arguments(parser):
     parser.add_argument("--model-config", default=None,
                         help="interleaved: a config.json (or its directory) giving the hidden size and the "
                              "attention and MLP blocks per GPU, instead of --hidden-size and --gemv-mb")
+    parser.add_argument("--norm", choices=["fused", "ops"], default="fused",
+                        help="interleaved: the proxy's RMSNorm after each allreduce: one kernel, as vLLM's "
+                             "fused_add_rms_norm (default), or separate torch ops, as a step written in plain "
+                             "PyTorch (benchmarks/gpu/synthetic_step.py --norm ops)")
     parser.add_argument("--json", action="store_true", help="print the JSON document")
     parser.add_argument("--output", default=None, help="also write the JSON document to this file")
 
@@ -542,7 +546,7 @@ def _interleaved_doc(args) -> dict:
                            gemv_bytes=parse_gemv_mb(args.gemv_mb) if config is None else None,
                            model_config=config, layers=args.layers, dtype=args.dtype, batch=args.batch,
                            protos=parse_protos(args.protos), iters=args.iters, warmup=args.warmup,
-                           graph=args.graph, timeout_s=args.timeout_s)
+                           graph=args.graph, norm=args.norm, timeout_s=args.timeout_s)
 
 
 def main(args) -> int:

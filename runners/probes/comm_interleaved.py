@@ -12,7 +12,8 @@ the difference an allreduce makes to it:
   column-parallel GEMV (hidden -> k) and a row-parallel one (k -> hidden) whose two weight
   matrices hold that block's bytes together, then an allreduce of the hidden state
   (hidden x dtype x batch bytes, the decode size), then the residual add and an RMSNorm in
-  float32 (what vLLM's fused_add_rms_norm does);
+  float32 (what vLLM's fused_add_rms_norm does; one kernel, `--norm fused`, the default, or
+  separate torch ops, `--norm ops`, to predict a step written that way);
 - the same step without the allreduces;
 - marginal cost per allreduce = (step with - step without) / allreduces per step, where each
   step time is the slowest rank's median (the slower GPU sets the pace of a TP step).
@@ -50,6 +51,7 @@ MIB = 1 << 20
 DEFAULT_LAYERS = 8  # without a model config
 MAX_PROXY_WEIGHT_BYTES = 48 << 30  # per GPU: leaves an 80 GB GPU room for NCCL and the graphs
 RMS_EPS = 1e-6
+NORMS = ("fused", "ops")  # the RMSNorm after each allreduce: one kernel (vLLM) or torch ops
 
 
 # ---------------------------------------------------------------- arithmetic (known answers in the tests)
@@ -194,7 +196,11 @@ def _build_step(rank: int, cfg: dict, device, allreduce):
                 if with_allreduce:
                     y = allreduce(y)
                 residual = y.float() + h.float()  # the residual add and the norm in float32, as vLLM
-                h = F.rms_norm(residual, (hidden,), norm_weight, RMS_EPS).to(dtype)
+                if cfg["norm"] == "fused":
+                    h = F.rms_norm(residual, (hidden,), norm_weight, RMS_EPS).to(dtype)
+                else:  # separate kernels: what a step written with torch ops launches
+                    rms = torch.rsqrt(residual.pow(2).mean(-1, keepdim=True) + RMS_EPS)
+                    h = (residual * rms * norm_weight).to(dtype)
         return h
 
     return step
@@ -284,11 +290,13 @@ def _summary(samples: list[float]) -> dict:
 def run_interleaved(*, backend: str = "auto", world_size: int | None = None, hidden_size: int = 4096,
                     gemv_bytes: list[int] | None = None, model_config: dict | None = None, layers: int | None = None,
                     dtype: str = "bf16", batch: int = 1, protos: list[str] | None = None, iters: int = 100,
-                    warmup: int = 10, graph: bool = True, timeout_s: float = 600.0) -> dict:
+                    warmup: int = 10, graph: bool = True, norm: str = "fused", timeout_s: float = 600.0) -> dict:
     """Time the proxy step with and without its allreduces; return the JSON document."""
     protos = protos or ["default"]
     if iters < 2 or warmup < 0 or (layers is not None and layers < 1) or batch < 1:
         raise CommError("--iters must be at least 2, --layers and --batch at least 1, --warmup at least 0")
+    if norm not in NORMS:
+        raise CommError(f"--norm must be one of {', '.join(NORMS)}, got {norm!r}")
     backend, world_size = resolve_backend(backend, world_size, protos)
     dtype_name, elem = dtype_info(dtype)
     notes = []
@@ -316,7 +324,8 @@ def run_interleaved(*, backend: str = "auto", world_size: int | None = None, hid
     for proto in protos:
         cfg = {"backend": backend, "world_size": world_size, "proto": proto, "dtype": dtype_name,
                "hidden_size": hidden_size, "batch": batch, "layers": layers, "inner_dims": dims,
-               "iters": iters, "warmup": warmup, "graph": timing == "graph", "group": group, "timeout_s": timeout_s}
+               "iters": iters, "warmup": warmup, "graph": timing == "graph", "group": group, "norm": norm,
+               "timeout_s": timeout_s}
         try:
             per_rank = run_ranks(cfg, timeout_s, target=_worker)
         except Exception as e:  # one protocol's failure must not lose the others
@@ -327,7 +336,7 @@ def run_interleaved(*, backend: str = "auto", world_size: int | None = None, hid
     doc = host_facts(backend, world_size)
     doc.update({
         "mode": "interleaved", "timing": timing, "dtype": DTYPE_SHORT[dtype_name],
-        "hidden_size": hidden_size, "batch": batch, "layers": layers,
+        "hidden_size": hidden_size, "batch": batch, "layers": layers, "norm": norm,
         "gemv_bytes": [2 * k * hidden_size * elem for k in dims], "gemv_inner_dims": dims,
         "calls_per_step": calls, "bytes": hidden_size * elem * batch, "protos": protos,
         "iters": iters, "warmup": warmup,

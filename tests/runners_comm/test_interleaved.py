@@ -109,6 +109,7 @@ def test_gloo_run_shape(gloo_doc):
     assert doc["hidden_size"] == 64 and doc["bytes"] == 64 * 4
     assert doc["gemv_inner_dims"] == [48, 96] and doc["gemv_bytes"] == [24_576, 49_152]
     assert doc["calls_per_step"] == 4  # 2 layers x 2 blocks
+    assert doc["norm"] == "fused"  # vLLM's kind of norm, unless --norm ops
     [row] = doc["results"]
     assert row["proto"] == "default" and row["calls"] == 4
     assert row["step_us_with"] > 0 and row["step_us_without"] > 0
@@ -116,6 +117,21 @@ def test_gloo_run_shape(gloo_doc):
     assert row["step_us_with"] == max(row["step_us_with_by_rank"])
     assert row["us"] == pytest.approx((row["step_us_with"] - row["step_us_without"]) / 4, abs=0.01)
     assert row["samples"] == 4
+
+
+def test_the_two_norms_compute_the_same_step():
+    """--norm ops launches separate kernels for the RMSNorm; the step's result is the same."""
+    import torch
+
+    from runners.probes.comm_interleaved import _build_step
+
+    cfg = {"dtype": "float32", "hidden_size": 64, "inner_dims": [48, 96], "layers": 3, "batch": 1}
+    fused = _build_step(0, {**cfg, "norm": "fused"}, torch.device("cpu"), allreduce=lambda t: 2 * t)(True)
+    ops = _build_step(0, {**cfg, "norm": "ops"}, torch.device("cpu"), allreduce=lambda t: 2 * t)(True)
+    assert fused.shape == (1, 64)
+    torch.testing.assert_close(ops, fused, rtol=1e-5, atol=1e-6)
+    # and the norm did its job: unit RMS (the weight is ones)
+    assert float(fused.pow(2).mean().sqrt()) == pytest.approx(1.0, rel=1e-3)
 
 
 @pytest.mark.parametrize("argv, message", [
