@@ -1,5 +1,6 @@
 """`manage.py bench_apply`: the issue's example file, idempotence, dry run, clear errors."""
 import io
+from pathlib import Path
 import textwrap
 
 import pytest
@@ -171,3 +172,15 @@ def test_builds_on_must_name_another_variant_of_the_ladder(tmp_path, base):
     with pytest.raises(CommandError, match=r"variants\[3\]: builds_on must name another variant of this ladder"):
         apply(tmp_path, BUILDS_ON.replace("builds_on: CUDA graphs", f"builds_on: {base}"))
     assert not Benchmark.objects.filter(slug="h200").exists()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (Path(__file__).parents[2] / "benchmarks" / "gpu").glob("*.yaml")))
+def test_the_gpu_ladders_in_the_repository_apply(name, tmp_path):
+    """The YAML files benchmarks/gpu/ carries to the device machine are valid benchmarks as code:
+    a typo in a flag or a variant would otherwise show only there, after minutes of device time."""
+    text = (Path(__file__).parents[2] / "benchmarks" / "gpu" / name).read_text()
+    before = snapshot()
+    out = apply(tmp_path, text, "--dry-run")
+    assert "create benchmark" in out.lower() and snapshot() == before
+    apply(tmp_path, text)
+    assert Benchmark.objects.count() == 1 and Variant.objects.count() >= 1
