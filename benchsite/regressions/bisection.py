@@ -29,8 +29,10 @@ class BisectError(ValueError):
 def _run_commit(bisection: Bisection, commit: str, role: str) -> BisectStep:
     try:
         # Bench has no 'bisect' trigger kind; the BisectStep row records why the run exists.
+        # With the repeats of the run that showed the change, when there is one (a change point's).
+        cp_run = bisection.change_point.run if bisection.change_point_id else None
         (run,) = runs_trigger(benchmark=bisection.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[bisection.variant],
-                              commit=commit, ref=commit)
+                              commit=commit, ref=commit, repeats=cp_run.repeats if cp_run else None)
     except TriggerError as exc:
         raise BisectError(str(exc)) from None
     return BisectStep.objects.create(bisection=bisection, role=role, commit=commit, run=run)

@@ -60,7 +60,8 @@ def changepoint_confirm(*, change_point: ChangePoint) -> None:
         # No 'confirm' trigger kind exists in bench: ChangePoint.confirm_run records why it ran.
         (rerun,) = runs_trigger(benchmark=cp.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[cp.variant],
                                 commit=cp.commit if at_commit else "", ref=cp.commit if at_commit else "",
-                                queue=host_queue(cp.benchmark.queue, other) if other else "")
+                                queue=host_queue(cp.benchmark.queue, other) if other else "",
+                                repeats=cp.run.repeats)  # as the run that showed the change
     except TriggerError as exc:
         log.warning("change point %s: no confirmation run (%s); alerting without one", cp.id, exc)
         return _confirm_directly(cp)

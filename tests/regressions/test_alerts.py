@@ -140,6 +140,18 @@ def test_confirmed_regression_alerts_once(benchmark, receiver, deliver_in_proces
     assert Alert.objects.count() == 2 and len(receiver.requests) == 2 and len(mail.outbox) == 1
 
 
+def test_the_confirmation_rerun_has_the_repeats_of_the_run_it_confirms(benchmark, deliver_in_process,
+                                                                        django_capture_on_commit_callbacks):
+    history(benchmark)
+    slow = add_run(benchmark, 94.0, commit=sha(99))
+    Run.objects.filter(pk=slow.pk).update(repeats=9)  # asked for at the trigger; the benchmark says 5
+    with django_capture_on_commit_callbacks(execute=True):
+        run_judge(run_id=slow.id)
+    rerun = ChangePoint.objects.get().confirm_run
+    assert (rerun.repeats, benchmark.repeats) == (9, 5)
+    assert services.run_spec(rerun)["repeats"] == 9
+
+
 def test_confirmation_that_disagrees_sends_nothing(benchmark, receiver, deliver_in_process,
                                                     django_capture_on_commit_callbacks):
     Subscription.objects.create(benchmark=benchmark, webhook_url=receiver.url)

@@ -104,6 +104,15 @@ def test_confirmed_change_is_bisected_to_the_guilty_commit(git_benchmark, repo, 
     assert all((s.outcome == "bad") == (c.index(s.commit) >= SLOW_FROM) for s in steps)
 
 
+def test_bisection_runs_have_the_repeats_of_the_run_that_showed_the_change(git_benchmark, repo):
+    c = repo["commits"]
+    cp = change_point(git_benchmark, c[0], c[15])
+    Run.objects.filter(pk=cp.run_id).update(repeats=9)
+    bisection_for_change(change_point=ChangePoint.objects.get(pk=cp.pk))
+    queued = Run.objects.filter(state=Run.State.QUEUED)
+    assert queued.exists() and set(queued.values_list("repeats", flat=True)) == {9}
+
+
 def test_failed_build_and_wrong_output_are_skipped(git_benchmark, repo, django_capture_on_commit_callbacks):
     c = repo["commits"]
     bisection = bisection_for_change(change_point=change_point(git_benchmark, c[0], c[15]))
