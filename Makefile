@@ -44,25 +44,22 @@ browser:
 # The architecture rules (import-linter), then two passes at the same time, each on 2 xdist
 # workers: the whole suite on SQLite with the real vLLM CPU engine (but the end-to-end run), and
 # every test that uses the database on PostgreSQL (web, service, webhook, and the real end-to-end
-# run; pure-Python tests are not repeated). Beside them, at normal priority while the passes run
-# at `nice 10`, the tests marked `alone`: the real bisection judges speeds measured minutes
-# apart, and at equal priority the passes' load moves the tiny model's speed tenfold. (Engines
-# stay in the session that started them, so nice weighs them against each other; see
-# runners/engine/process.py.) Each log is printed when all three are done.
+# run; pure-Python tests are not repeated). The PostgreSQL pass prints its log when both are done.
+# Then the tests marked `alone`, by themselves: the real bisection judges speeds measured
+# minutes apart, and the passes' load moves the tiny model's speed tenfold.
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loadgroup
 test: model browser
 	$(VENV)/bin/lint-imports
 	@mkdir -p var/logs
-	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PY) -m pytest -p no:cacheprovider -ra --durations=5 -m alone \
-	  > var/logs/test-alone.log 2>&1 & alone=$$!; \
-	DATABASE_URL=$(TEST_POSTGRES_URL) nice -n 10 $(PYTEST) -m "database and not alone" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
-	echo "=== SQLite pass (beside it the PostgreSQL pass and the bisection: var/logs/test-postgres.log, test-alone.log) ==="; \
-	nice -n 10 $(PYTEST) -m "not postgres_pass and not alone"; sqlite=$$?; \
-	wait $$pg; postgres=$$?; wait $$alone; alone=$$?; \
+	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "database and not alone" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
+	echo "=== SQLite pass (the PostgreSQL pass runs beside it: var/logs/test-postgres.log) ==="; \
+	$(PYTEST) -m "not postgres_pass and not alone"; sqlite=$$?; \
+	wait $$pg; postgres=$$?; \
+	echo "SQLite pass exit $$sqlite, PostgreSQL pass exit $$postgres"; \
 	echo "=== PostgreSQL pass ==="; cat var/logs/test-postgres.log; \
-	echo "=== Alone, on PostgreSQL (the real bisection) ==="; cat var/logs/test-alone.log; \
-	echo "SQLite pass exit $$sqlite, PostgreSQL pass exit $$postgres, alone exit $$alone"; \
+	echo "=== Alone, on PostgreSQL (the real bisection) ==="; \
+	DATABASE_URL=$(TEST_POSTGRES_URL) $(PY) -m pytest -p no:cacheprovider -ra --durations=5 -m alone; alone=$$?; \
 	test $$sqlite = 0 -a $$postgres = 0 -a $$alone = 0
 
 # Everything but the tests that start a real engine.
