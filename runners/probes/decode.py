@@ -48,7 +48,9 @@ What is measured (one request at a time; `warmup` unmeasured requests first):
 - Trap from ENGINE-NOTES: sometimes every chunk arrives at once at the end, which makes the
   client tok/s absurd. Such repeats are flagged `suspect` ("burst"), kept out of every
   statistic, and reported in `warnings` (as is disagreement with the server).
-- Flags: each sample carries `flag` ('' clean, else `burst` / `held_back` / `no_rate`), and
+- Flags: each sample carries `flag` ('' clean, else `burst` / `held_back` / `no_rate`, or
+  `server_disagrees` on every clean one when the client's mean ITL and the engine's differ by
+  more than SERVER_DISAGREEMENT_WARN: then the client's timing is not the engine's), and
   `ttft_flag` likewise. Medians, CI, mean, ITL pool and TTFT use clean repeats only. When
   fewer than min(3, repeats) clean repeats remain, up to MAX_EXTRA_REPEATS more requests are
   made; if still none is clean, the result is `suspect` and its figures come from the
@@ -387,6 +389,8 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
         result["server_metrics_error"] = after.get("error") or before.get("error")
     else:
         _compare_with_server(result, server, warnings)
+        if result.get("server_agreement", 0) > SERVER_DISAGREEMENT_WARN:
+            _flag_server_disagreement(result)
     return _jsonable(result)
 
 
@@ -505,6 +509,19 @@ def _compare_with_server(result: dict, server: dict, warnings: list[str]) -> Non
         warnings.append(f"client mean ITL {client_ms:.3f} ms and server mean ITL "
                         f"{server_ms:.3f} ms differ by {agreement:.0%}")
         result["suspect"] = True
+
+
+def _flag_server_disagreement(result: dict) -> None:
+    """The engine's own ITL contradicts the client's timing (an API server starved during the
+    decode, say, then writing what it buffered at its own pace, too slowly apart to look like
+    one burst): which repeat is wrong cannot be told from the server's totals, so every clean
+    sample is flagged `server_disagrees` and kept out of every statistic downstream."""
+    for s in result["samples"]:
+        if not s["flag"]:
+            s["flag"] = "server_disagrees"
+    result["repeats_clean"] = 0
+    result["warnings"].append("every repeat flagged server_disagrees: the client's timing contradicts the "
+                              "engine's own inter-token latency")
 
 
 def _server_sample(r: dict) -> dict:

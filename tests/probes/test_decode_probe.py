@@ -269,6 +269,23 @@ def test_burst_at_the_end_is_flagged(token_server):
     assert any("differ" in w for w in result["warnings"])
 
 
+def test_a_stream_written_after_a_starved_decode_is_flagged_by_the_server_cross_check(token_server):
+    """Tokens generated every 20 ms but held back and written 2 ms apart (an API server starved
+    during the decode): no burst to see, a clean-looking 10 x too fast stream. The engine's own
+    ITL says 20 ms, so every sample is flagged and the service never uses the figure."""
+    from runners.job import decode_measurements
+
+    sc = dict(mode="burst_end", burst_gap_ms=2, cadence_ms=20, metrics=1, tag="starved")
+    result = measure_decode(base_url=token_server.url(**sc), model=MODEL, prompt="hi", max_tokens=20, repeats=2,
+                            warmup=0)
+    assert result["decode_tok_s"] > 200  # what the client saw: about 500 tok/s; the engine made 50
+    assert result["server_itl_ms_mean"] == pytest.approx(20, rel=0.1) and result["server_agreement"] > 0.5
+    assert [s["flag"] for s in result["samples"]] == ["server_disagrees"] * 2
+    assert result["repeats_clean"] == 0 and result["suspect"] is True
+    assert any("server_disagrees" in w for w in result["warnings"])
+    assert decode_measurements(result)[0]["sample_flags"] == ["server_disagrees"] * 2
+
+
 # ---------------------------------------------------------------------------------- CLI
 
 

@@ -15,7 +15,9 @@ Scenario keys (defaults in DEFAULTS):
   mode         normal | hang | http500 | close_early | no_done | bad_json | all_at_end |
                burst_end | no_ids | mismatch | zero | error_event
                (all_at_end: every event in ONE write at the end; burst_end: the events are
-               held back to the end, then written one by one 100 us apart)
+               held back to the end, then written one by one `burst_gap_ms` apart)
+  burst_gap_ms gap between the held-back events of burst_end (0.1; 2 ms plays an API server that
+               was starved during the decode and then writes what it buffered at its own pace)
   bursts       the first `bursts` requests of the scenario behave as burst_end, the rest as `mode`
   close_after  tokens sent before close_early / no_done / bad_json end the stream
   metrics      1: serve vLLM-like Prometheus histograms at /s/.../metrics (else 404)
@@ -50,7 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 DEFAULTS = {"cadence_ms": 5.0, "ttft_ms": 20.0, "k": 1, "first_alone": 0, "mode": "normal",
-            "close_after": 5, "metrics": 0, "nodelay": 1, "bursts": 0, "tag": ""}
+            "close_after": 5, "metrics": 0, "nodelay": 1, "bursts": 0, "burst_gap_ms": 0.1, "tag": ""}
 
 LOCK = threading.Lock()
 LOGS: dict[str, list[dict]] = {}
@@ -269,7 +271,7 @@ class Handler(BaseHTTPRequestHandler):
             elif mode == "burst_end":
                 t = time.perf_counter()
                 for j, (event, c) in enumerate(zip(pending, record["chunks"])):
-                    wait_until(t + j * 100e-6)
+                    wait_until(t + j * cfg["burst_gap_ms"] / 1e3)
                     c["sent"] = time.perf_counter()
                     self._chunk(event)
                 self._chunk(tail)
