@@ -33,11 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `runners` importable
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.decode_noise import ENGINE_ARGS, PROMPT  # noqa: E402 (the tiny engine's settings, one place)
 from runners.engine import Engine, EngineSpec  # noqa: E402
 from runners.probes.decode import measure_decode  # noqa: E402
 
-ENGINE_ARGS = ["--enforce-eager", "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "2"]
-PROMPT = "The history of computing began with"
 BUSY_LOOP = [sys.executable, "-c", "while True: pass"]
 
 
