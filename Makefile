@@ -44,15 +44,17 @@ browser:
 # The architecture rules (import-linter), then two passes at the same time, each on 2 xdist
 # workers: the whole suite on SQLite with the real vLLM CPU engine (but the end-to-end run), and
 # every test that uses the database on PostgreSQL (web, service, webhook, and the real end-to-end
-# run; pure-Python tests are not repeated). The PostgreSQL pass prints its log when both are done.
+# run; pure-Python tests and the pages in Chromium are not repeated), with the tests marked
+# `postgres_pass` (the faults, the end-to-end runs). The PostgreSQL pass prints its log when both are done.
 # Then the tests marked `alone`, by themselves: the real bisection judges speeds measured
 # minutes apart, and the passes' load moves the tiny model's speed tenfold.
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loadgroup
-test: model browser
+test:
+	@$(MAKE) --no-print-directory -j2 model browser  # the install and Chromium's at the same time
 	$(VENV)/bin/lint-imports
 	@mkdir -p var/logs
-	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "database and not alone" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
+	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "(database or postgres_pass) and not alone and not browser" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
 	echo "=== SQLite pass (the PostgreSQL pass runs beside it: var/logs/test-postgres.log) ==="; \
 	$(PYTEST) -m "not postgres_pass and not alone"; sqlite=$$?; \
 	wait $$pg; postgres=$$?; \

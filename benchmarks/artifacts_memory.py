@@ -1,7 +1,7 @@
-"""Peak memory of storing and downloading a large profiler trace (issue 11, artifacts at scale).
+"""Peak memory of storing and downloading a large profiler trace (artifacts at scale).
 
 A synthetic trace (random bytes, 300 MB by default) goes through the same code as a run:
-upload = `benchsite.bench.artifacts.store_path` (what the GPU worker does with a trace file:
+upload = `benchsite.bench.storage.artifacts.store_path` (what the GPU worker does with a trace file:
 streamed into the artifact storage, capped, hashed as it goes); download = the run page's
 download response (`StreamingHttpResponse(iter_chunks(open_stream(file)))`, as the view builds
 it), read to the end. Each step runs in a fresh Python process, for the filesystem storage and
@@ -30,7 +30,7 @@ import django
 django.setup()
 import boto3  # noqa: F401 - loaded before the baseline, as in a running worker
 from django.http import StreamingHttpResponse
-from benchsite.bench import artifacts
+from benchsite.bench.storage import artifacts
 
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

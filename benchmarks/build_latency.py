@@ -5,7 +5,7 @@ the Python-only path (a commit laid over the installed vLLM), with a cold and a 
 
 A bare repository is made here from the installed vllm package's Python files (tagged as the
 worker's base, v0.32.0) and one Python-only commit is pushed to it. Each case parses the spec,
-builds (or reuses) the engine through runners.build.prepare, then starts `vllm serve --help`
+builds (or reuses) the engine through runners.builder.prepare, then starts `vllm serve --help`
 under the overlay's PYTHONPATH: the same interpreter start and `import vllm` a real start pays,
 without loading a model. Queue wait is excluded. Target: warm under 15 s.
 """
@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from runners.build.config import BuildConfig
-from runners.build.overlay import overlay_env
-from runners.build.prepare import prepare_engine
+from runners.builder.config import BuildConfig
+from runners.builder.overlay import overlay_env
+from runners.builder.prepare import prepare_engine
 from runners.contract import JobSpec
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.com",

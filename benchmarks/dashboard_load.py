@@ -42,7 +42,7 @@ def seed(runs: int) -> dict:
     """Bulk-insert the history; returns the ids the pages need."""
     from django.core.management import call_command
 
-    from benchsite.bench import services
+    from benchsite.bench.lifecycle import results
     from benchsite.bench.models import Annotation, Benchmark, Measurement, Run, Variant
 
     call_command("migrate", verbosity=0)
@@ -71,7 +71,7 @@ def seed(runs: int) -> dict:
                                             ci_high=ci and ci[1], samples=[value] * 5))
     Measurement.objects.bulk_create(measurements, batch_size=5000)
     last = Run.objects.order_by("-id").first()
-    services.artifact_create(run=last, kind="server_log", name="server.log",
+    results.artifact_create(run=last, kind="server_log", name="server.log",
                              content="\n".join(f"INFO {i}" for i in range(500)))
     Annotation.objects.create(benchmark=benchmark, text="enabled CUDA graphs", commit=last.commit[:10])
     first = Run.objects.filter(variant=last.variant).order_by("id").first()

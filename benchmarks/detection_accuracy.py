@@ -26,7 +26,7 @@ Methods:
   one re-run of its commit (a fresh draw at that commit's true level) judged as the service judges
   it (judging.confirmation_agrees: beyond the old level by the series' robust noise and a third of
   the change), with one second re-run of a change still found SECOND_LOOK_AFTER points on after
-  its first re-run disagreed (the service since session 3); with one re-run only (before); and
+  its first re-run disagreed (what the service does); with one re-run only; and
   with the first rule (the re-run nearer the new level);
 - "more than X% off the last result" for X = 3 and 5;
 - conbench's lookback z-score: z of the new point against the mean and standard deviation of the

@@ -5,10 +5,13 @@
 It creates a database of its own on the PostgreSQL server (`--postgres`, default the local
 test server), migrates it, watches one repository with two benchmarks, starts gunicorn on a
 free port and a private redis-server as broker (nothing consumes: runs stay QUEUED), then
-sends the burst: pushes of `--branches` branches, each push a new commit, and every tenth
-delivery a repeat of an earlier delivery id. It checks that every delivery was answered and
-stored, that repeats were deduplicated, and that runs were coalesced per branch (only the
-latest push of each branch keeps QUEUED runs), and prints deliveries per second and latency.
+sends the burst: pushes of `--branches` branches, each push a new commit, every fifth a new
+head pushed to one of `--pulls` pull requests (a `pull_request` `synchronize`: both sides of a
+comparison queued, the PR's earlier head superseded), and every tenth delivery a repeat of an
+earlier delivery id. It checks that every delivery was answered and stored, that repeats were
+deduplicated, that runs were coalesced per branch (only the latest push of each branch keeps
+QUEUED runs) and per pull request (only one head keeps them), and prints deliveries per second
+and latency.
 """
 import argparse
 import hashlib
@@ -40,49 +43,63 @@ def _setup(database_url: str) -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
-    from benchsite.bench import services
+    from benchsite.bench.lifecycle import trigger
     from benchsite.bench.models import Benchmark, EngineSource
-    from benchsite.hooks.models import RepoWatch
+    from benchsite.integrations.models import RepoWatch
 
     source = EngineSource.objects.create(name="engine", kind="git", repo_url=REPO + ".git")
     watch = RepoWatch.objects.create(repo_url=REPO, branches=["*"], secret_env="BENCH_LOAD_WEBHOOK_SECRET")
     for slug in ("load-a", "load-b"):
         benchmark = Benchmark.objects.create(name=slug, slug=slug, model="/m", engine_source=source)
-        services.variant_create(benchmark=benchmark, name="eager", is_reference=True)
-        services.variant_create(benchmark=benchmark, name="compiled")
+        trigger.variant_create(benchmark=benchmark, name="eager", is_reference=True)
+        trigger.variant_create(benchmark=benchmark, name="compiled")
         watch.benchmarks.add(benchmark)
 
 
-def _deliveries(n: int, branches: int) -> list[tuple[str, bytes]]:
+def _pull_body(number: int, sha: str) -> bytes:
+    repo = {"full_name": "acme/engine", "html_url": REPO, "clone_url": REPO + ".git"}
+    return json.dumps({"action": "synchronize", "number": number, "repository": repo, "sender": {"login": "load"},
+                       "pull_request": {"number": number, "title": "load", "draft": False, "labels": [],
+                                        "user": {"login": "load"}, "html_url": f"{REPO}/pull/{number}",
+                                        "head": {"sha": sha, "ref": f"pr/{number}", "repo": repo},
+                                        "base": {"ref": "main", "sha": "f" * 40, "repo": repo}}}).encode()
+
+
+def _deliveries(n: int, branches: int, pulls: int) -> list[tuple[str, bytes, str]]:
     out, sent = [], []
     for i in range(n):
         if i % 10 == 9 and sent:  # a redelivery of an earlier delivery: same id, same body
             out.append(sent[(i * 7) % len(sent)])
             continue
+        if pulls and i % 5 == 4:
+            sent.append((str(uuid.uuid4()), _pull_body(len(sent) % pulls + 1, f"{i:040x}"), "pull_request"))
+            out.append(sent[-1])
+            continue
         branch = f"perf/b{len(sent) % branches}"
         body = json.dumps({"ref": f"refs/heads/{branch}", "before": "0" * 40, "after": f"{i:040x}", "deleted": False,
                            "repository": {"full_name": "acme/engine", "html_url": REPO, "clone_url": REPO + ".git"},
                            "head_commit": {"id": f"{i:040x}", "message": "load"}}).encode()
-        sent.append((str(uuid.uuid4()), body))
+        sent.append((str(uuid.uuid4()), body, "push"))
         out.append(sent[-1])
     return out
 
 
-def _post(client: httpx.Client, url: str, delivery: tuple[str, bytes]) -> tuple[int, float]:
-    delivery_id, body = delivery
+def _post(client: httpx.Client, url: str, delivery: tuple[str, bytes, str]) -> tuple[int, float]:
+    delivery_id, body, event = delivery
     signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     t0 = time.perf_counter()
-    r = client.post(url, content=body, headers={"Content-Type": "application/json", "X-GitHub-Event": "push",
+    r = client.post(url, content=body, headers={"Content-Type": "application/json", "X-GitHub-Event": event,
                                                  "X-GitHub-Delivery": delivery_id, "X-Hub-Signature-256": signature})
     return r.status_code, time.perf_counter() - t0
 
 
 def _checks(deliveries, statuses) -> dict:
     from benchsite.bench.models import Run
-    from benchsite.hooks.models import WebhookDelivery
+    from benchsite.integrations.models import WebhookDelivery
 
     unique = {d[0] for d in deliveries}
-    branches = {json.loads(body)["ref"] for _, body in deliveries}
+    branches = {json.loads(body)["ref"] for _, body, event in deliveries if event == "push"}
+    pulls = {json.loads(body)["number"] for _, body, event in deliveries if event == "pull_request"}
     queued = Run.objects.filter(state=Run.State.QUEUED)
     per_branch = {ref: set(queued.filter(ref=ref.removeprefix("refs/heads/")).values_list("commit", flat=True))
                   for ref in branches}
@@ -96,6 +113,11 @@ def _checks(deliveries, statuses) -> dict:
         # coalesced: each branch keeps the runs of exactly one push (the last one handled)
         "branches_with_one_queued_push": sum(len(commits) == 1 for commits in per_branch.values()),
         "branches": len(branches),
+        # superseded: each pull request keeps the queued runs of exactly one head
+        "pulls_with_one_queued_head": sum(
+            len(set(queued.filter(pull_run__comparison__pull__number=n).values_list("ref", flat=True))) == 1
+            for n in pulls),
+        "pulls": len(pulls),
     }
 
 
@@ -119,7 +141,7 @@ def _burst(args, tmp: Path, redis, database_url: str) -> dict:
                 break
             except httpx.TransportError:
                 time.sleep(0.3)
-        deliveries = _deliveries(args.deliveries, args.branches)
+        deliveries = _deliveries(args.deliveries, args.branches, args.pulls)
         with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=args.concurrency)) as client:
             t0 = time.perf_counter()
             with ThreadPoolExecutor(args.concurrency) as pool:
@@ -146,6 +168,7 @@ def main() -> int:
     parser.add_argument("--deliveries", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--branches", type=int, default=10)
+    parser.add_argument("--pulls", type=int, default=5, help="pull requests whose new heads are in the burst")
     parser.add_argument("--workers", type=int, default=3, help="gunicorn workers")
     parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432")
     parser.add_argument("--json", action="store_true")
@@ -165,7 +188,8 @@ def main() -> int:
     print(json.dumps(figures, indent=None if args.json else 1))
     ok = (figures["answered"] == figures["deliveries"] == figures["stored"]
           and figures["accepted"] == figures["unique_ids"]
-          and figures["branches_with_one_queued_push"] == figures["branches"])
+          and figures["branches_with_one_queued_push"] == figures["branches"]
+          and figures["pulls_with_one_queued_head"] == figures["pulls"])
     return 0 if ok else 1
 
 

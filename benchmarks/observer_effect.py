@@ -14,7 +14,7 @@ each kind, in an order rotated from round to round so that a drift of the host c
             arrival times of the chunks (vLLM sends one token per chunk at one request);
   probe     runners.probes.decode.measure_decode with 1 repeat and no warmup: the timed request
             the service sends (`return_token_ids`, `continuous_usage_stats`) and its analysis;
-  logprobs  plain + `logprobs: 1`, the probe's timed request before issue 8: the cost it no
+  logprobs  plain + `logprobs: 1`, the probe's former timed request: the cost it no
             longer measures (2.2% on vLLM 0.24, 2 x H200).
 
 Around every request the server's own inter-token latency (vLLM's /metrics histogram, engine

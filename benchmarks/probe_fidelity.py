@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/probe_fidelity.py [--json out.json]
 
 For each case (token cadence 5 ms / 17 ms, 1 / 3 tokens per chunk) the fake vLLM server
-tests/probes/token_server.py (its own process, one for the whole run) emits tokens on an exact
+tests/runners/probes/token_server.py (its own process, one for the whole run) emits tokens on an exact
 schedule and records the TRUE send time of every chunk. The SAME scenario URL is then measured
 by
 
@@ -14,7 +14,7 @@ and each tool's figures are compared with the truth computed from the server's r
 requests THAT tool made (the probe's warmup is excluded; vllm bench sends no extra request with
 its default `--ready-check-timeout-sec 0`, `--num-warmups 0`).
 
-Definitions (the probe's, see runners/probes/decode.py and tests/probes/test_decode_probe.py):
+Definitions (the probe's, see runners/probes/decode.py and tests/runners/probes/test_decode.py):
   truth tok/s   per request (n - k_first) / (t_sent_last - t_sent_first); median over requests
   truth ITL     per token: a chunk of k tokens sent g after the previous one gives k samples of
                 g / k; p50 pooled over requests. "per chunk": p50 of the gaps g themselves.
@@ -48,6 +48,10 @@ send times are then not when the bytes left, so the truth for these rows is the 
 real rate: per request (n - 1) / (gen_last - gen_first) from the generation times, median over
 requests (ITL truth: the generation gaps). Each tool is compared with it.
 
+Drifting paces (--drift, on by default): DRIFT_CASES, TCP_NODELAY on, the gap between tokens
+growing or shrinking linearly along the stream by 30-40% (token_server.py `drift`), as an eager
+engine's pace does; the truth is the send times, the whole stream's rate.
+
 The token server spins the last half millisecond before each token, so on a 2-core host the
 server, this process and vllm bench compete; figures are from one run, not a distribution.
 """
@@ -73,13 +77,16 @@ import httpx  # noqa: E402
 from runners.analysis import stats  # noqa: E402
 from runners.probes.decode import measure_decode  # noqa: E402
 
-SERVER = ROOT / "tests" / "probes" / "token_server.py"
+SERVER = ROOT / "tests" / "runners" / "probes" / "token_server.py"
 DEFAULT_TOKENIZER = ROOT / "var" / "tiny-model"
 MODEL = "fake-model"
 # (cadence_ms, tokens per chunk, max_tokens): about 0.65-0.85 s of decode per request
 CASES = [(5, 1, 128), (17, 1, 48), (5, 3, 128), (17, 3, 48)]
 # held-back starts (TCP_NODELAY off): (cadence_ms, tokens per chunk, max_tokens, ttft_ms)
 HELD_BACK_CASES = [(2, 1, 128, 5), (2, 1, 128, 20), (5, 1, 128, 5)]
+# drifting paces (TCP_NODELAY on): (cadence_ms at the start, tokens per chunk, max_tokens, drift);
+# the gap grows (or shrinks) linearly by DRIFT along the stream, as an eager engine's does
+DRIFT_CASES = [(20, 1, 128, 0.4), (5, 1, 128, 0.4), (5, 1, 128, -0.3)]
 VLLM_TIMEOUT_S = 300
 
 
@@ -87,7 +94,7 @@ VLLM_TIMEOUT_S = 300
 
 
 class TokenServer:
-    """tests/probes/token_server.py in its own process (stderr discarded: it prints a traceback
+    """tests/runners/probes/token_server.py in its own process (stderr discarded: it prints a traceback
     whenever a client resets an idle keep-alive connection, which vllm bench does)."""
 
     def __init__(self):
@@ -123,9 +130,11 @@ class TokenServer:
         self.close()
 
 
-def scenario_of(cadence_ms: float, k: int, first_alone: int, ttft_ms: float, nodelay: int = 1) -> str:
+def scenario_of(cadence_ms: float, k: int, first_alone: int, ttft_ms: float, nodelay: int = 1,
+                drift: float = 0.0) -> str:
     tag = f"fidelity-{uuid.uuid4().hex[:8]}"  # fresh log per case, even on a reused server
-    return f"cadence_ms={cadence_ms},k={k},first_alone={first_alone},ttft_ms={ttft_ms},nodelay={nodelay},tag={tag}"
+    return (f"cadence_ms={cadence_ms},drift={drift},k={k},first_alone={first_alone},ttft_ms={ttft_ms},"
+            f"nodelay={nodelay},tag={tag}")
 
 
 # ------------------------------------------------------------------------------------- truth
@@ -218,17 +227,21 @@ def vllm_startup_cpu(server: TokenServer, tokenizer: Path, result_dir: Path) -> 
 
 
 def measure_case(server: TokenServer, cadence_ms: float, k: int, max_tokens: int, repeats: int, *,
-                 first_alone: int = 1, ttft_ms: float = 20, nodelay: int = 1, tokenizer: Path = DEFAULT_TOKENIZER,
+                 first_alone: int = 1, ttft_ms: float = 20, nodelay: int = 1, drift: float = 0.0,
+                 tokenizer: Path = DEFAULT_TOKENIZER,
                  vllm_bench: bool = True, startup_cpu_s: float | None = None,
                  result_dir: Path | None = None) -> dict:
     """One case: the probe, then (optionally) vllm bench, on the same scenario URL of `server`.
-    NODELAY=0: a held-back start (see the module doc); the truth is then the generation times."""
-    scenario = scenario_of(cadence_ms, k, first_alone, ttft_ms, nodelay)
+    NODELAY=0: a held-back start (see the module doc); the truth is then the generation times.
+    DRIFT: the gap grows by that fraction along the stream (the truth stays the send times)."""
+    scenario = scenario_of(cadence_ms, k, first_alone, ttft_ms, nodelay, drift)
     url = server.url(scenario)
     label = f"{cadence_ms:g}ms k={k}" + ("" if first_alone or k == 1 else " bundled-1st")
     if not nodelay:
         label += f" no-NODELAY ttft={ttft_ms:g}"
-    row: dict = {"scenario": scenario, "case": label, "nodelay": nodelay,
+    if drift:
+        label += f" drift {drift:+.0%}"
+    row: dict = {"scenario": scenario, "case": label, "nodelay": nodelay, "drift": drift,
                  "cadence_ms": cadence_ms, "k": k, "first_alone": first_alone, "ttft_ms": ttft_ms,
                  "max_tokens": max_tokens, "repeats": repeats}
 
@@ -351,7 +364,7 @@ def ensure_tokenizer(path: Path) -> None:
 
 def run_all(cases=CASES, repeats: int = 5, *, first_alone: int = 1, ttft_ms: float = 20,
             tokenizer: Path = DEFAULT_TOKENIZER, vllm_bench: bool = True, startup_run: bool = False,
-            reqfunc: bool = True, held_back_cases=HELD_BACK_CASES) -> dict:
+            reqfunc: bool = True, held_back_cases=HELD_BACK_CASES, drift_cases=DRIFT_CASES) -> dict:
     t0 = time.perf_counter()
     rows = []
     startup = None
@@ -360,10 +373,12 @@ def run_all(cases=CASES, repeats: int = 5, *, first_alone: int = 1, ttft_ms: flo
             ensure_tokenizer(tokenizer)
             if startup_run:
                 startup = vllm_startup_cpu(server, tokenizer, Path(tmp))
-        plan = [(c, k, n, ttft_ms, 1) for c, k, n in cases] + [(c, k, n, t, 0) for c, k, n, t in held_back_cases]
-        for cadence_ms, k, n, ttft, nodelay in plan:
+        plan = ([(c, k, n, ttft_ms, 1, 0.0) for c, k, n in cases]
+                + [(c, k, n, t, 0, 0.0) for c, k, n, t in held_back_cases]
+                + [(c, k, n, ttft_ms, 1, d) for c, k, n, d in drift_cases])
+        for cadence_ms, k, n, ttft, nodelay, drift in plan:
             rows.append(measure_case(server, cadence_ms, k, n, repeats, first_alone=first_alone, ttft_ms=ttft,
-                                     nodelay=nodelay, tokenizer=tokenizer, vllm_bench=vllm_bench,
+                                     nodelay=nodelay, drift=drift, tokenizer=tokenizer, vllm_bench=vllm_bench,
                                      startup_cpu_s=startup["cpu_s"] if startup else None, result_dir=Path(tmp)))
         if vllm_bench and reqfunc:
             by_scenario = vllm_reqfunc_cpu(server, rows, repeats)
@@ -424,6 +439,7 @@ def format_table(report: dict) -> str:
         "  (truth tok/s and ITL columns: the probe's requests). vb = vllm bench serve; vb tok/s = 1000 / median TPOT;",
         "  vb out_thru = output_throughput (includes TTFT). vb mITL is per chunk, so compared with the per-chunk gap.",
         "no-NODELAY rows: the server leaves TCP_NODELAY off (held-back start); truth = the generation times.",
+        "drift rows: the gap between tokens grows (or shrinks) linearly by that much along the stream; truth = send times.",
         "  flagged = probe repeats kept out of its statistics / repeats made (held = repeats whose window",
         "  skipped a burst at the start or end and were measured over the chunks that arrived at their own pace)",
         "CPU: probe = process_time in-process around measure_decode, per token streamed (warmup included; no",
@@ -457,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER, help="for vllm bench (default var/tiny-model)")
     ap.add_argument("--no-vllm-bench", action="store_true", help="the probe only")
     ap.add_argument("--no-held-back", action="store_true", help="skip the TCP_NODELAY-off (held-back start) cases")
+    ap.add_argument("--no-drift", action="store_true", help="skip the drifting-pace cases")
     ap.add_argument("--startup-run", action="store_true",
                     help="also run vllm bench once with --num-prompts 1 and subtract its CPU (noisy; ~20 s)")
     ap.add_argument("--no-reqfunc", action="store_true",
@@ -469,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     report = run_all(CASES, args.repeats, first_alone=args.first_alone, ttft_ms=args.ttft_ms,
                      tokenizer=args.tokenizer, vllm_bench=not args.no_vllm_bench,
                      startup_run=args.startup_run, reqfunc=not args.no_reqfunc,
-                     held_back_cases=[] if args.no_held_back else HELD_BACK_CASES)
+                     held_back_cases=[] if args.no_held_back else HELD_BACK_CASES,
+                     drift_cases=[] if args.no_drift else DRIFT_CASES)
     print(format_table(report))
     if args.json:
         text = json.dumps(report, indent=2)

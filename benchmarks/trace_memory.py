@@ -1,4 +1,4 @@
-"""Peak memory and time of parsing a large profiler trace (issue 11: a trace of hundreds of MB).
+"""Peak memory and time of parsing a large profiler trace (a trace of hundreds of MB).
 
 Writes a synthetic kineto-style trace (300 MB by default): many events the allreduce parser does
 not need (Python frames, unrelated CPU ops, instant and flow events) around a few decode steps

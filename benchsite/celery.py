@@ -6,8 +6,12 @@ worker is started with the pools it serves (`-Q gpu.h200x2`) and needs only the 
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
+# filesystem:// (the embedded broker) writes each message whole before a consumer can take it;
+# other brokers (redis://) are untouched.
+TRANSPORT_ALIASES["filesystem"] = "benchsite.fsbroker:Transport"
 
 app = Celery("benchsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -23,8 +27,8 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     task_routes={"bench.execute_run": {"queue": "gpu.default"}},  # overridden per benchmark pool
 )
-app.autodiscover_tasks(["benchsite.bench"])  # tasks.py: the web side
-app.autodiscover_tasks(["benchsite.bench"], related_name="gpu_tasks")
+app.autodiscover_tasks(["benchsite.bench.lifecycle"])  # tasks.py: the web side
+app.autodiscover_tasks(["benchsite.bench.worker"], related_name="gpu_tasks")
 
 
 @app.on_after_finalize.connect

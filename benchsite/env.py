@@ -28,6 +28,20 @@ def env_int(name: str, default: int, minimum: int = 0) -> int:
         raise ImproperlyConfigured(str(e)) from None
 
 
+def env_fraction(name: str, default: float) -> float:
+    """A positive number such as 0.25 (= 25%); unset or empty: DEFAULT."""
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number (0.25 = 25%)") from None
+    if not value > 0:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be above 0")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_choice, env_int, env_list, env_required, env_str
+from .env import env_bool, env_choice, env_fraction, env_int, env_list, env_required, env_str
 from .storage_config import filesystem_artifacts_storage, s3_artifacts_storage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "benchsite.bench",
-    "benchsite.hooks",
+    "benchsite.integrations",
     "benchsite.regressions",
 ]
 
@@ -61,7 +61,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "benchsite.bench.permissions.PrivateDashboardMiddleware",  # BENCH_PRIVATE_DASHBOARD
+    "benchsite.bench.pages.permissions.PrivateDashboardMiddleware",  # BENCH_PRIVATE_DASHBOARD
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -93,8 +93,13 @@ except ValueError as exc:  # unknown scheme, malformed URL
 
     raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r} is not a database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    # The web process and the web-queue worker write concurrently: wait instead of failing.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 30}
+    # The web process and the web-queue workers write concurrently: wait instead of failing.
+    # WAL lets readers go on while one writes; IMMEDIATE takes the write lock when a transaction
+    # begins, so a reader never has to upgrade to a writer (SQLite answers that "database is
+    # locked" at once, busy timeout or not); the busy timeout (s) is how long a writer waits.
+    DATABASES["default"]["OPTIONS"] = {"timeout": env_int("BENCH_SQLITE_BUSY_TIMEOUT_S", 30, minimum=1),
+                                       "transaction_mode": "IMMEDIATE",
+                                       "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A file, not memory, so that worker processes started by the tests see the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
@@ -135,7 +140,7 @@ STORAGES = {
 }
 
 LOGIN_URL = "/accounts/login/"
-# Roles (benchsite/bench/permissions.py): anonymous visitors browse unless the dashboard is
+# Roles (benchsite/bench/pages/permissions.py): anonymous visitors browse unless the dashboard is
 # private; members trigger and annotate (every logged-in user, or only this group's members).
 BENCH_PRIVATE_DASHBOARD = env_bool("BENCH_PRIVATE_DASHBOARD", False)
 BENCH_MEMBER_GROUP = env_str("BENCH_MEMBER_GROUP", "")
@@ -164,7 +169,6 @@ else:
 
 # Web-side queue: stores results, reaps stale runs. One queue per GPU pool: gpu.<pool>.
 BENCH_WEB_QUEUE = "web"
-BENCH_DEFAULT_POOL = env_str("BENCH_DEFAULT_POOL", "cpu")
 # The GPU worker sends a heartbeat this often; a run whose heartbeat is older than the timeout
 # is failed by the reaper (or re-queued once, with BENCH_REAPER_REQUEUE=1).
 BENCH_HEARTBEAT_INTERVAL_S = env_int("BENCH_HEARTBEAT_INTERVAL_S", 20, minimum=1)
@@ -174,6 +178,12 @@ if BENCH_HEARTBEAT_TIMEOUT_S < 2 * BENCH_HEARTBEAT_INTERVAL_S:
 
     raise ImproperlyConfigured(f"BENCH_HEARTBEAT_TIMEOUT_S={BENCH_HEARTBEAT_TIMEOUT_S} must be at least twice "
                                f"BENCH_HEARTBEAT_INTERVAL_S={BENCH_HEARTBEAT_INTERVAL_S}, or a slow beat reaps a live run")
+# While a run builds and runs, the GPU worker sends the tail of its build and engine logs this
+# often (when it grew; the last 64 KB); the run page shows it live.
+BENCH_LOG_INTERVAL_S = env_int("BENCH_LOG_INTERVAL_S", 3, minimum=1)
+# A pool whose workers (their own heartbeat, every BENCH_HEARTBEAT_INTERVAL_S) were all silent
+# this long is not served: a trigger on it needs a confirmation (the API's "force": true).
+BENCH_WORKER_SEEN_TIMEOUT_S = env_int("BENCH_WORKER_SEEN_TIMEOUT_S", 90, minimum=1)
 BENCH_REAPER_INTERVAL_S = env_int("BENCH_REAPER_INTERVAL_S", 60, minimum=1)
 BENCH_REAPER_REQUEUE = env_bool("BENCH_REAPER_REQUEUE", False)
 # A QUEUED run older than this whose message is in no queue (a broker restarted without its
@@ -189,8 +199,35 @@ BENCH_RESULT_SEND_TIMEOUT_S = env_int("BENCH_RESULT_SEND_TIMEOUT_S", 3600, minim
 BENCH_ORPHAN_GRACE_S = env_int("BENCH_ORPHAN_GRACE_S", 10, minimum=0)
 # Where the GPU worker keeps engine logs and probe files before sending them back.
 BENCH_WORK_DIR = Path(env_str("BENCH_WORK_DIR", str(VAR_DIR / "work")))
+# Extra probe modules (comma-separated import paths), loaded by the web side and the GPU workers
+# alike: their probes run in every job they apply to, their metrics join contract.METRICS.
+BENCH_PROBE_MODULES = env_list("BENCH_PROBE_MODULES", [])
 # The demo benchmark's model: generated locally by `python -m runners tiny-model`.
 BENCH_TINY_MODEL_DIR = Path(env_str("BENCH_TINY_MODEL_DIR", str(VAR_DIR / "tiny-model")))
+# file:// engine repositories (tests): the web side's bisection mirrors, as on GPU workers.
+BENCH_ALLOW_FILE_REPOS = env_bool("BENCH_ALLOW_FILE_REPOS", False)
+
+# --- Regression verdicts, confirmations, alerts and host health (benchsite.regressions) -----
+# Baseline runs a verdict needs before it says more than "not enough data", and the most it uses.
+BENCH_VERDICT_MIN_HISTORY = env_int("BENCH_VERDICT_MIN_HISTORY", 3, minimum=2)
+BENCH_VERDICT_MAX_HISTORY = env_int("BENCH_VERDICT_MAX_HISTORY", 20, minimum=2)
+# Re-run a regression's commit once and alert only when the re-run agrees.
+BENCH_CONFIRM_REGRESSIONS = env_bool("BENCH_CONFIRM_REGRESSIONS", True)
+# A host of the pool is a place for a confirmation re-run when it finished a run this many hours ago.
+BENCH_CONFIRM_HOST_SEEN_H = env_int("BENCH_CONFIRM_HOST_SEEN_H", 24, minimum=1)
+# HMAC-SHA256 key of the outgoing alert webhook (X-Bench-Signature: sha256=HEX) when a
+# subscription has none of its own.
+BENCH_ALERT_SECRET = env_str("BENCH_ALERT_SECRET", "")
+BENCH_ALERT_MAX_RETRIES = env_int("BENCH_ALERT_MAX_RETRIES", 5)
+# Backoff: base, then twice as long before each further retry.
+BENCH_ALERT_RETRY_BASE_MS = env_int("BENCH_ALERT_RETRY_BASE_MS", 30_000, minimum=1)
+BENCH_ALERT_TIMEOUT_S = env_int("BENCH_ALERT_TIMEOUT_S", 10, minimum=1)
+# The sender of alert emails; empty: Django's DEFAULT_FROM_EMAIL.
+BENCH_ALERT_FROM_EMAIL = env_str("BENCH_ALERT_FROM_EMAIL", "")
+# A host whose allreduce latency moved more than this (0.25 = 25%) from the median of its own
+# latest BENCH_COMM_HEALTH_HISTORY checks (3 needed) is flagged.
+BENCH_COMM_HEALTH_DRIFT = env_fraction("BENCH_COMM_HEALTH_DRIFT", 0.25)
+BENCH_COMM_HEALTH_HISTORY = env_int("BENCH_COMM_HEALTH_HISTORY", 10, minimum=3)
 
 LOGGING = {
     "version": 1,
@@ -200,7 +237,7 @@ LOGGING = {
     "loggers": {"httpx": {"level": "WARNING"}},  # one line per health poll otherwise
 }
 
-# --- Webhooks, the JSON API and commit statuses (benchsite.hooks) ------------------------
+# --- Webhooks, the JSON API and commit statuses (benchsite.integrations) ------------------------
 # The dashboard's address as users reach it: commit statuses link to run pages there.
 BENCH_PUBLIC_URL = env_str("BENCH_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # GitHub's REST API; https://HOST/api/v3 for GitHub Enterprise Server.
@@ -210,11 +247,20 @@ BENCH_GITHUB_HOSTS = env_list("BENCH_GITHUB_HOSTS", ["github.com"])
 # A token allowed to write commit statuses; empty: no statuses are reported.
 BENCH_GITHUB_TOKEN = env_str("BENCH_GITHUB_TOKEN", "")
 BENCH_STATUS_CONTEXT = env_str("BENCH_STATUS_CONTEXT", "decode-bench")
+# Pull-request checks as a GitHub App (check runs need one): its id and private key (PEM text, or
+# @path to a file), and the secret of the App's own webhook (check_run deliveries). Without an App,
+# BENCH_GITHUB_TOKEN gives a commit status on the PR's head plus one PR comment.
+BENCH_GITHUB_APP_ID = env_str("BENCH_GITHUB_APP_ID", "")
+BENCH_GITHUB_APP_PRIVATE_KEY = env_str("BENCH_GITHUB_APP_PRIVATE_KEY", "")
+BENCH_GITHUB_APP_WEBHOOK_SECRET = env_str("BENCH_GITHUB_APP_WEBHOOK_SECRET", "")
+# GitLab merge requests: a commit status and one note, with this token, at this API.
+BENCH_GITLAB_TOKEN = env_str("BENCH_GITLAB_TOKEN", "")
+BENCH_GITLAB_API_URL = env_str("BENCH_GITLAB_API_URL", "https://gitlab.com/api/v4").rstrip("/")
 BENCH_STATUS_MAX_RETRIES = env_int("BENCH_STATUS_MAX_RETRIES", 5)
 # Backoff: base, then twice as long before each further retry (30 s, 60 s, 120 s...).
 BENCH_STATUS_RETRY_BASE_MS = env_int("BENCH_STATUS_RETRY_BASE_MS", 30_000, minimum=1)
 BENCH_STATUS_TIMEOUT_S = env_int("BENCH_STATUS_TIMEOUT_S", 10, minimum=1)
-# Rate limits (benchsite/hooks/ratelimit.py, counters in CACHES): JSON API requests per token
+# Rate limits (benchsite/integrations/ratelimit.py, counters in CACHES): JSON API requests per token
 # (per address without one), and unverified webhook deliveries per source address. A valid
 # signed delivery is never limited.
 BENCH_API_REQUESTS_PER_MIN = env_int("BENCH_API_REQUESTS_PER_MIN", 120, minimum=1)

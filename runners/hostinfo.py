@@ -1,8 +1,11 @@
 """What machine a run ran on: GPU model and count, driver, CPU model (the host fingerprint that
-verdicts compare within), plus the host name. Gathered on the GPU side, plain Python.
+verdicts compare within), plus the host name and its software. The one report of a host: every
+job's result carries it (contract.HostInfo), from the GPU worker and the offline ladder alike.
+Gathered on the GPU side, plain Python.
 
     host_info()        # {"hostname": "gpu-7", "gpu_model": "NVIDIA H200", "gpu_count": 8,
-                       #  "driver": "550.54.15", "cpu_model": "AMD EPYC 9654 96-Core Processor"}
+                       #  "driver": "550.54.15", "cpu_model": "AMD EPYC 9654 96-Core Processor",
+                       #  "platform": "Linux-...", "python": "3.11.7", "torch": "2.5.1"}
     fingerprint(info)  # "8x NVIDIA H200, driver 550.54.15, AMD EPYC 9654 96-Core Processor"
 
 nvidia-smi first (it knows the driver); torch.cuda when there is no nvidia-smi but torch sees
@@ -74,7 +77,20 @@ def host_info() -> dict:
         import platform
         cpu = platform.processor() or platform.machine()
     return {"hostname": socket.gethostname(), "gpu_model": gpus[0], "gpu_count": gpus[1], "driver": gpus[2],
-            "cpu_model": cpu}
+            "cpu_model": cpu, **_software()}
+
+
+def _software() -> dict:
+    """What the host runs beside its fingerprint (not part of it): platform, Python, torch."""
+    import platform
+    from importlib import metadata
+
+    info = {"platform": platform.platform(), "python": platform.python_version()}
+    try:
+        info["torch"] = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        pass
+    return info
 
 
 def fingerprint(info: dict) -> str:

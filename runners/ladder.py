@@ -14,52 +14,33 @@ previous one.)
 a long ladder can be split over several sessions of a leased machine.
 """
 import json
-import platform
 import re
-import socket
 import sys
 import time
 from pathlib import Path
 
 from . import contract
-from .artifacts import inline_for_file
+from .config import RunnerConfig
+from .contract import JobSpec, LadderFile, SpecError
+from .hostinfo import host_info
+from .outputs.artifacts import inline_for_file
 from .job import JobError, run_job
-
-FORMAT = "decode-bench-ladder/1"
-BENCHMARK_KEYS = ("model", "tensor_parallel_size", "prompt", "max_tokens", "repeats", "warmup", "startup_timeout_s",
-                  "probes")
+from .probes.registry import load_probe_modules
 
 
-def variant_spec(benchmark: dict, variant: dict) -> dict:
-    spec = {key: benchmark[key] for key in BENCHMARK_KEYS if key in benchmark}
-    spec["engine_args"] = [*benchmark.get("engine_args", []), *variant.get("flags", [])]
-    spec["engine_env"] = {**benchmark.get("engine_env", {}), **variant.get("env", {})}
-    return spec
-
-
-def host_info() -> dict:
-    info = {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version()}
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        if torch.cuda.is_available():
-            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-    except ImportError:
-        pass
-    return info
-
-
-def run_variant(benchmark: dict, variant: dict, *, work_dir: Path) -> dict:
+def run_variant(benchmark: dict, variant: dict, *, work_dir: Path, runner_config: RunnerConfig | None = None) -> dict:
     def report(phase, state=None):
         print(f"[{time.strftime('%H:%M:%S')}] {variant['name']}: {phase}", file=sys.stderr, flush=True)
 
     started = time.time()
     try:
-        result = run_job(variant_spec(benchmark, variant), work_dir=work_dir, report=report)
+        spec = JobSpec.for_variant(benchmark, variant)  # as the service builds its jobs
+        result = run_job(spec, work_dir=work_dir, report=report, runner_config=runner_config).to_dict()
         result["artifacts"] = inline_for_file(result["artifacts"])  # the result file is imported elsewhere
         entry = {"state": "SUCCEEDED", "result": result}
+    except SpecError as exc:
+        report(f"FAILED: {exc}")
+        entry = {"state": "FAILED", "error": f"job spec: {exc}", "artifacts": []}
     except JobError as exc:
         report(f"FAILED: {str(exc).splitlines()[0]}")
         entry = {"state": "FAILED", "error": str(exc), "artifacts": inline_for_file(exc.artifacts)}
@@ -67,21 +48,23 @@ def run_variant(benchmark: dict, variant: dict, *, work_dir: Path) -> dict:
 
 
 def run_ladder(ladder: dict, *, work_dir: Path, only: set[int] | None = None, previous: dict | None = None,
-               save=lambda result: None) -> dict:
+               save=lambda result: None, runner_config: RunnerConfig | None = None) -> dict:
     """Run the variants in order; `save` gets the merged result after each one, so a run cut
-    short by a time limit keeps what it finished."""
+    short by a time limit keeps what it finished. RUNNER_CONFIG: default from_env(), read once."""
+    runner_config = runner_config if runner_config is not None else RunnerConfig.from_env()
     benchmark, variants = ladder["benchmark"], ladder["variants"]
     runs = {r["variant"]["name"]: r for r in (previous or {}).get("runs", [])}
 
     def merged() -> dict:
         ordered = [runs[v["name"]] for v in variants if v["name"] in runs]
-        return {"format": FORMAT, "benchmark": benchmark, "variants": variants, "host": host_info(), "runs": ordered}
+        return LadderFile(benchmark=benchmark, variants=variants, host=host_info(), runs=ordered).to_dict()
 
     for index, variant in enumerate(variants):
         if only is not None and index not in only:
             continue
         slug = re.sub(r"[^a-z0-9]+", "-", variant["name"].lower()).strip("-")
-        runs[variant["name"]] = run_variant(benchmark, variant, work_dir=work_dir / f"{index:02d}-{slug}")
+        runs[variant["name"]] = run_variant(benchmark, variant, work_dir=work_dir / f"{index:02d}-{slug}",
+                                            runner_config=runner_config)
         save(merged())
     return merged()
 
@@ -94,11 +77,15 @@ def add_arguments(parser):
 
 
 def main(args) -> int:
+    runner_config = RunnerConfig.from_env()
+    load_probe_modules(runner_config.probe_modules)
     ladder = json.loads(args.ladder.read_text())
+    contract.check_probe_names(ladder["benchmark"].get("probes"))
     only = {int(i) for i in args.only.split(",")} if args.only else None
     previous = json.loads(args.out.read_text()) if args.out.exists() else None
     result = run_ladder(ladder, work_dir=args.work_dir, only=only, previous=previous,
-                        save=lambda r: args.out.write_text(json.dumps(r, indent=1)))
+                        save=lambda r: args.out.write_text(json.dumps(r, indent=1)),
+                        runner_config=runner_config)
     for run in result["runs"]:
         decode = next((m for m in run.get("result", {}).get("measurements", []) if m["metric"] == contract.DECODE_TOK_S), None)
         figure = f"{decode['value']:.1f} tok/s" if decode else run.get("error", "").splitlines()[0][:100]

@@ -17,10 +17,18 @@ ROOT = Path(__file__).resolve().parent.parent
 def _test_redis_url() -> str:
     """A Redis database of its own for each pytest process: xdist workers and the SQLite and
     PostgreSQL passes may run at the same time, and their Celery workers must not take each
-    other's tasks (db 15, 14, ... on SQLite; 11, 10, ... on PostgreSQL)."""
-    if os.environ.get("BENCH_TEST_REDIS_URL"):
-        return os.environ["BENCH_TEST_REDIS_URL"]
+    other's tasks (db 15, 14, ... on SQLite; 11, 10, ... on PostgreSQL). BENCH_TEST_REDIS_URL
+    names the first one (e.g. redis://127.0.0.1:6379/4): xdist worker gwN takes the Nth after it
+    (4, 5, ...), since two processes on one database flush and take each other's tasks."""
     worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    if os.environ.get("BENCH_TEST_REDIS_URL"):
+        base, _, db = os.environ["BENCH_TEST_REDIS_URL"].rstrip("/").rpartition("/")
+        if not db.isdigit() or base.endswith("/"):  # no database number: database 0
+            base, db = os.environ["BENCH_TEST_REDIS_URL"].rstrip("/"), "0"
+        if int(db) + worker > 15:
+            raise pytest.UsageError(f"BENCH_TEST_REDIS_URL: xdist worker gw{worker} would need Redis database "
+                                    f"{int(db) + worker} (0-15): name a lower first one")
+        return f"{base}/{int(db) + worker}"
     first = 11 if os.environ.get("DATABASE_URL", "").startswith("postgres") else 15
     return f"redis://127.0.0.1:6379/{first - worker % 4}"
 
@@ -48,6 +56,8 @@ def pytest_collection_modifyitems(items):
         fixtures = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("django_db") or fixtures & {"db", "transactional_db", "live_server"}:
             item.add_marker(pytest.mark.database)
+        if "browser" in fixtures:  # pages and scripts in Chromium: the SQLite pass runs them, once
+            item.add_marker(pytest.mark.browser)
         if "shared_engine" in fixtures:  # under xdist, the one shared engine lives in one worker
             item.add_marker(pytest.mark.xdist_group("shared-engine"))
         # An engine start or a Celery round trip takes longer than the default limit; a hang

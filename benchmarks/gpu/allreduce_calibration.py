@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 TARGET = 0.10
-# Real vLLM 0.24.0 on 2 x H200, TP=2, Llama-8B shape, 65 calls per token (docs/measurements.md):
+# Real vLLM 0.24.0 on 2 x H200, TP=2, Llama-8B shape, 65 calls per token (docs/methods/allreduce-calibration.md):
 # NCCL_PROTO=Simple against LL, A/B between ladder steps.
 VLLM_SIMPLE_MINUS_LL_US = 18.0
 # The same ladder: NCCL LL (custom allreduce off) against vLLM's custom allreduce, per call.

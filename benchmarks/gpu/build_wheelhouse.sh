@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the carry for the service on a GPU host without internet (issue 8 item 5). Runs HERE
+# Build the carry for the service on a GPU host without internet. Runs HERE
 # (PyPI and Debian's apt reachable), never on the GPU host. It collects:
 #   - vllm==0.24.0 and what the GPU host lacks for it (Python 3.12, manylinux x86_64), resolved
 #     by `uv pip compile` with the host's own packages overridden away;
@@ -44,7 +44,7 @@ six sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-ser
 tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision
 tqdm transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug
 wheel wrapt xarray xxhash yarl zipp"
-# Not needed for a Llama decode on H200 (ENGINE-NOTES.md), or a CUDA toolchain the host has (nvcc).
+# Not needed for a Llama decode on H200 (docs/engine-notes.md), or a CUDA toolchain the host has (nvcc).
 # cuda-tile (427 KB) stays: flashinfer.comm imports cuda.tile, and without flashinfer.comm vLLM
 # skips the allreduce + RMSNorm fusion ("Flashinfer is not installed or comm module not found").
 SKIP="nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-tileiras nvidia-cuda-crt flashinfer-cubin tilelang

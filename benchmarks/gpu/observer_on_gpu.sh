@@ -1,27 +1,19 @@
 #!/usr/bin/env bash
-# On a GPU host with the carry of build_wheelhouse.sh: the observer-effect check of issue 8
+# On a GPU host with the carry of build_wheelhouse.sh: the observer-effect check
 # (benchmarks/observer_effect.py: the probe's timed request against the request a user sends,
 # alternating on one server), on the Llama-8B-shaped random model, CUDA graphs (vLLM's default).
 #   bash benchmarks/gpu/observer_on_gpu.sh prepare   # first call: copy the code, start the model
 #   bash benchmarks/gpu/observer_on_gpu.sh run       # after install_wheelhouse.sh install
 # Env: OBS_TP (1), OBS_ROUNDS (12), OBS_TOKENS (256), OBS_ARGS (engine flags).
 set -euo pipefail
-say() { echo "[$(date +%H:%M:%S)] $*"; }
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 DIR=/tmp/obs
 MODEL=/tmp/models/llama-8b
 case "${1:-}" in
   prepare)
-    rm -rf "$DIR/app"; mkdir -p "$DIR/app"
-    cp -r "$REPO"/runners "$REPO"/benchmarks "$DIR/app"/
-    cp -r "$REPO"/.gpu-carry/tokenizer "$DIR/tokenizer"
-    # its own session: it outlives this call while the next parts travel
-    cd "$DIR/app" && setsid nohup python3 -m runners random-model "$MODEL" --shape llama-8b \
-      --tokenizer-from "$DIR/tokenizer" > "$DIR/model.log" 2>&1 < /dev/null &
-    say "model generation started (log $DIR/model.log)" ;;
+    bash "$REPO/benchmarks/gpu/llama8b_model.sh" start "$DIR" ;;
   run)
-    for _ in $(seq 1 120); do [ -f "$MODEL/model.safetensors" ] && ! pgrep -f "random-model" >/dev/null && break; sleep 2; done
-    tail -3 "$DIR/model.log"
+    bash "$REPO/benchmarks/gpu/llama8b_model.sh" wait "$DIR"
     nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
     cd "$DIR/app"
     PYTHONPATH=/tmp/vllm-site PYTHONUNBUFFERED=1 python3 benchmarks/observer_effect.py --model "$MODEL" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real service on a GPU host (issue 8 item 5): Redis from Debian's .deb, the web app
+# The real service on a GPU host: Redis from Debian's .deb, the web app
 # (gunicorn, DJANGO_DEBUG=0), the web-queue Celery worker (with beat) and a GPU Celery worker,
 # each in its own session (setsid) so that they outlive the device call that started them; a
 # benchmark applied from YAML (manage.py bench_apply); one batch triggered through the JSON API
@@ -7,13 +7,15 @@
 #
 #   bash benchmarks/gpu/service_on_gpu.sh prepare   # copy the app, start the random-weight model
 #   bash benchmarks/gpu/service_on_gpu.sh start     # after install_wheelhouse.sh: services + trigger
+#   bash benchmarks/gpu/service_on_gpu.sh trigger [REF]  # one more batch (at REF: a git engine's ref)
 #   bash benchmarks/gpu/service_on_gpu.sh wait [S]  # poll up to S s (default 500), then collect
 #   bash benchmarks/gpu/service_on_gpu.sh collect   # copy results, pages and log tails to $OUT
 #   bash benchmarks/gpu/service_on_gpu.sh stop      # stop what start started
 #
 # Everything is set by SVC_* variables (defaults for the 2 x H200 host; SVC_VARIANTS=a,b triggers
-# only those variants, by name); the CPU rehearsal of
-# the same script is in docs/measurements.md ("Service on 2 x H200 ... how to run").
+# only those variants, by name; a benchmark whose YAML has `engine: {repo: URL}` builds vLLM from
+# that repository at SVC_REF, a branch, tag or commit, which it needs); the CPU rehearsal of
+# the same script is in docs/gpu-host.md.
 set -euo pipefail
 MODE=${1:-start}
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -58,8 +60,9 @@ bench_field() { "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))[sy
 spawn() {  # NAME CMD...: its own session, its log under var/logs, its pid (= session and group) kept
   local name=$1; shift
   rm -f "$SVC/$name.pid"
-  # setsid may fork: the session leader writes its own pid, then becomes the command.
-  (cd "$APP" && setsid bash -c 'echo $$ >"$0"; exec "$@"' "$SVC/$name.pid" "$@" >"$VAR/logs/$name.log" 2>&1 </dev/null &)
+  # setsid may fork: the session leader writes its own pid, then becomes the command. The subshell
+  # is redirected too: the shell waiting on it would keep a caller's output pipe open.
+  (cd "$APP" && setsid bash -c 'echo $$ >"$0"; exec "$@"' "$SVC/$name.pid" "$@" &) >"$VAR/logs/$name.log" 2>&1 </dev/null
   local i; for i in $(seq 50); do [ -s "$SVC/$name.pid" ] && break; sleep 0.1; done
   say "started $name (pid $(cat "$SVC/$name.pid")): $*"
 }
@@ -135,18 +138,33 @@ start() {
   if alive model; then wait_for 240 "random-weight model" model_done; fi
   local model; model=$(bench_field model)
   [ -f "$model/config.json" ] || { say "FAILED: no model at $model"; tail -20 "$VAR/logs/model.log" 2>/dev/null; exit 4; }
-  say "triggering $slug through the JSON API"
-  "$PY" - "$URL" "$slug" "$SVC/token" "$SVC/trigger.json" "${SVC_VARIANTS:-}" <<'EOF'
-import json, sys, httpx
-url, slug, token_file, out, variants = sys.argv[1:]
+  trigger "${SVC_REF:-}"
+}
+
+trigger() {  # [REF]: one batch through the JSON API; a git engine's benchmark needs REF
+  local slug; slug=$(bench_field slug)
+  say "triggering $slug${1:+ at $1} through the JSON API"
+  "$PY" - "$URL" "$slug" "$SVC/token" "$SVC/trigger.json" "${SVC_VARIANTS:-}" "${1:-}" "$SVC/bench.json" <<'EOF'
+import json, re, sys, time, httpx
+url, slug, token_file, out, variants, ref, bench = sys.argv[1:]
+engine = json.load(open(bench)).get("engine")
+if engine and not ref:
+    sys.exit(f"benchmark {slug} builds vLLM from {engine['repo']}: give the ref to run "
+             "(SVC_REF=<branch, tag or commit>, or: trigger REF)")
 token = open(token_file).read().strip()
 body = {"benchmark": slug, **({"variants": variants.split(",")} if variants else {})}  # default: the whole ladder
-r = httpx.post(url + "/api/runs/", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+if ref:  # a full SHA runs that commit (reported against it, like a push); else the worker resolves the ref
+    body["commit" if re.fullmatch(r"[0-9a-f]{40}", ref) else "ref"] = ref
+for _ in range(30):  # 409: the GPU worker just started and its first pool heartbeat is still on its way
+    r = httpx.post(url + "/api/runs/", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    if r.status_code != 409:
+        break
+    time.sleep(2)
 if r.status_code != 201:
     sys.exit(f"trigger refused: {r.status_code} {r.text}")
 open(out, "w").write(r.text)
 for run in r.json()["runs"]:
-    print(f"  run {run['id']} [{run['variant']}] {run['state']} {run['url']}")
+    print(f"  run {run['id']} [{run['variant']}] {run['state']}{' at ' + ref if ref else ''} {run['url']}")
 EOF
   say "triggered; dashboard $URL/b/$slug/"
 }
@@ -162,7 +180,8 @@ for i in ids:
     m = {x["metric"]: x["value"] for x in s.get("measurements", [])}
     tok = f" {m['decode_tok_s']:.1f} tok/s" if "decode_tok_s" in m else ""
     err = f" error: {s['error'].splitlines()[0][:160]}" if s.get("error") else ""
-    print(f"  run {i} [{s['variant']['name']}] {s['state']} {s['phase']}{tok}{err}")
+    at = f" {s['commit'][:12]}" if s.get("commit") else ""
+    print(f"  run {i} [{s['variant']['name']}]{at} {s['state']} {s['phase']}{tok}{err}")
     final = final and s["is_final"]
 sys.exit(0 if final else 1)
 EOF
@@ -176,7 +195,7 @@ collect() {
   manage shell -c "
 import json
 from benchsite.bench.models import Run
-from benchsite.bench.runpage import run_live
+from benchsite.bench.pages.runpage import run_live
 ids = [r['id'] for r in json.load(open('$SVC/trigger.json'))['runs']]
 out = []
 for run in Run.objects.filter(id__in=ids).order_by('id'):
@@ -258,8 +277,9 @@ stop() {  # TERM each process group, KILL what is left after 30 s (gunicorn and 
 case "$MODE" in
   prepare) prepare ;;
   start) start ;;
+  trigger) trigger "${2:-${SVC_REF:-}}" ;;
   wait) wait_runs "${2:-500}" ;;
   collect) collect ;;
   stop) stop ;;
-  *) echo "usage: $0 prepare|start|wait [S]|collect|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|start|trigger [REF]|wait [S]|collect|stop" >&2; exit 2 ;;
 esac

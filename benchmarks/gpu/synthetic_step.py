@@ -1,4 +1,4 @@
-"""The synthetic TP decode step of DESIGN.md / issue 8, timed with and without its allreduces (A/B).
+"""The synthetic TP decode step of docs/reference-figures.md, timed with and without its allreduces (A/B).
 
     python3 benchmarks/gpu/synthetic_step.py --layers 78 --hidden 6144 --shard 6144 \
         --protos default,LL,LL128,Simple --out ab.json

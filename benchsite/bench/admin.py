@@ -58,7 +58,10 @@ class VariantAdmin(admin.ModelAdmin):
 class MeasurementInline(admin.TabularInline):
     model = Measurement
     extra = 0
-    fields = ["metric", "value", "unit", "direction", "ci_low", "ci_high", "samples"]
+    fields = ["metric", "point", "value", "unit", "direction", "ci_low", "ci_high", "samples"]
+
+    def get_queryset(self, request):  # every workload point, not only the first
+        return Measurement.all_points.all()
 
 
 class ArtifactInline(admin.TabularInline):
@@ -71,8 +74,8 @@ class ArtifactInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "benchmark", "variant", "state", "phase", "commit", "trigger", "worker_host", "created_at", "finished_at"]
-    list_filter = ["state", "trigger", "benchmark", "worker_host"]
+    list_display = ["id", "benchmark", "variant", "state", "outcome", "phase", "commit", "trigger", "worker_host", "created_at", "finished_at"]
+    list_filter = ["state", "outcome", "outcome_final", "trigger", "benchmark", "worker_host"]
     search_fields = ["=id", "commit", "task_id", "worker_host", "batch", "error"]
     list_select_related = ["benchmark", "variant"]
     raw_id_fields = ["build", "triggered_by"]

@@ -13,6 +13,10 @@ class BenchConfig(AppConfig):
         # Folders are made when the app starts (web, worker or command), never at settings import.
         for path in runtime_dirs():
             path.mkdir(parents=True, exist_ok=True)
+        # Probe plug-ins, on both sides: the worker runs them, the web side knows their metrics.
+        from runners.probes.registry import load_probe_modules
+
+        load_probe_modules(settings.BENCH_PROBE_MODULES)
 
 
 def runtime_dirs() -> list[Path]:

@@ -8,15 +8,23 @@ from django.db import models, transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 
+from runners import contract
+
+from .lifecycle import outcome as outcome_rules
+
 POOL_VALIDATOR = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,39}$", "Use lowercase letters, digits, '-' and '_'.")
+
+
+def contract_choices(name: str, pairs) -> type[models.TextChoices]:
+    """Model choices built from one of the contract's (value, label) tuples: the web side and
+    the workers cannot drift apart (a member per value, named by the value in upper case)."""
+    return models.TextChoices(name, [(value.upper(), (value, label)) for value, label in pairs])
 
 
 class EngineSource(models.Model):
     """Where the engine comes from. `installed` uses the worker's configured vLLM environment."""
 
-    class Kind(models.TextChoices):
-        INSTALLED = "installed", "Installed environment"
-        GIT = "git", "Git repository + commit"
+    Kind = contract_choices("Kind", contract.ENGINE_SOURCE_KIND_CHOICES)
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.INSTALLED)
@@ -48,10 +56,7 @@ class Build(models.Model):
     the path taken, the commit it resolved, the engine version and how long it took. The build
     log is the run's `build_log` artifact."""
 
-    class Path(models.TextChoices):
-        INSTALLED = "installed", "installed engine"
-        OVERLAY = "overlay", "Python overlay on the installed engine"
-        SOURCE = "source", "source build"
+    Path = contract_choices("Path", contract.BUILD_PATH_CHOICES)
 
     source = models.ForeignKey(EngineSource, on_delete=models.PROTECT, related_name="builds", null=True, blank=True)
     path = models.CharField(max_length=10, choices=Path.choices, blank=True)
@@ -59,6 +64,9 @@ class Build(models.Model):
     ref = models.CharField(max_length=250, blank=True)
     commit = models.CharField(max_length=64, blank=True)
     base_commit = models.CharField(max_length=64, blank=True)
+    parent_commit = models.CharField(max_length=64, blank=True, help_text="The commit's first parent, as git says.")
+    first_parent_depth = models.PositiveIntegerField(null=True, blank=True,
+                                                     help_text="Commits on its first-parent history: orders a branch.")
     patches = models.ManyToManyField(Patch, blank=True)
     cache_key = models.CharField(max_length=64, db_index=True, blank=True)
     cache_hit = models.BooleanField(null=True)
@@ -86,6 +94,9 @@ class Benchmark(models.Model):
     warmup = models.PositiveSmallIntegerField(default=1, validators=[MaxValueValidator(20)])
     engine_args = models.JSONField(default=list, blank=True, help_text="Flags every variant gets, e.g. [\"--max-model-len\", \"1024\"].")
     engine_env = models.JSONField(default=dict, blank=True, help_text="Environment every variant gets.")
+    workloads = models.JSONField(default=list, blank=True, help_text=(
+        "Workload points, e.g. [{\"concurrency\": 16, \"prompt_tokens\": 8192, \"max_tokens\": 256}]; "
+        "empty: the single point of max_tokens at concurrency 1 (its id c1-p0-m<max_tokens>)."))
     startup_timeout_s = models.PositiveIntegerField(default=600)
     time_limit_s = models.PositiveIntegerField(default=3600)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -102,6 +113,25 @@ class Benchmark(models.Model):
 
     def clean(self):
         _check_engine_options(self.engine_args, self.engine_env, "engine_args", "engine_env")
+        from django.core.exceptions import ValidationError
+
+        from runners.workloads import check_workloads
+        try:
+            check_workloads(self.workloads, max_tokens=self.max_tokens, engine_args=self.engine_args)
+        except contract.SpecError as exc:
+            raise ValidationError({"workloads": str(exc)}) from None
+
+    @property
+    def points(self) -> list[contract.WorkloadPoint]:
+        """Its workload points; the first is the default (today's decode_tok_s of a run)."""
+        return contract.workload_points(self.workloads, self.max_tokens)
+
+    @property
+    def default_point(self) -> str:
+        try:
+            return self.points[0].id
+        except contract.SpecError:  # points written past clean(): results still land, on the single point
+            return contract.default_point_id(self.max_tokens)
 
 
 class Variant(models.Model):
@@ -137,7 +167,7 @@ def _check_engine_options(flags, env, flags_field: str, env_field: str) -> None:
     """Only allow-listed engine flags and variables, with values of their type (engine_options.py)."""
     from django.core.exceptions import ValidationError
 
-    from .engine_options import OptionError, check_env, check_flags
+    from .definitions.engine_options import OptionError, check_env, check_flags
 
     for field, check, value in ((flags_field, check_flags, flags), (env_field, check_env, env)):
         try:
@@ -167,14 +197,16 @@ class Run(models.Model):
         SCHEDULE = "schedule"
         IMPORT = "import"
         CLI = "cli"
+        PULL = "pull"
 
-    class FailureKind(models.TextChoices):
-        BUILD = "build"
-        PATCH = "patch"
-        ENGINE = "engine"
-        PROBE = "probe"
-        TIMEOUT = "timeout"
-        WORKER = "worker"
+    class Priority(models.IntegerChoices):
+        """Who goes first on a pool: the broker has no strict priority, so the web side holds the
+        lower ones QUEUED (lifecycle/dispatch.runs_release) until the pool has nothing above them."""
+        FIRST = 0, "push, pull request, form or API"
+        CONFIRM = 1, "confirmation"
+        BACKGROUND = 2, "bisection or canary"
+
+    FailureKind = contract_choices("FailureKind", contract.FAILURE_KIND_CHOICES)
 
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="runs")
     variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="runs")
@@ -185,11 +217,22 @@ class Run(models.Model):
     triggered_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
     commit = models.CharField(max_length=64, blank=True, help_text="The full SHA that ran (the worker resolves `ref`).")
     ref = models.CharField(max_length=250, blank=True, help_text="What was asked for: a branch, tag or commit.")
+    merge_base_with = models.CharField(max_length=250, blank=True,
+                                       help_text="A branch: the run measures the merge base of `ref` and it (the "
+                                                 "worker resolves it; the base side of a pull request).")
+    branch = models.CharField(max_length=250, blank=True, db_index=True,
+                              help_text="The branch it belongs to: a push's, or a branch ref the worker resolved; "
+                                        "empty: none (a commit or tag, the installed engine).")
     patches = models.ManyToManyField(Patch, blank=True, help_text="Patches uploaded with the trigger, on top of the variant's.")
     repeats = models.PositiveSmallIntegerField(null=True, blank=True,
                                                validators=[MinValueValidator(1), MaxValueValidator(MAX_REPEATS)],
                                                help_text="Timed repeats asked for at the trigger; empty: the benchmark's.")
     task_id = models.CharField(max_length=64, blank=True)
+    priority = models.PositiveSmallIntegerField(choices=Priority.choices, default=Priority.FIRST)
+    host_queue = models.CharField(max_length=200, blank=True,
+                                  help_text="Sent first to this host's queue of the pool; empty: the pool's queue.")
+    sent_at = models.DateTimeField(null=True, blank=True,
+                                   help_text="When its message went to the broker; empty: held or not sent yet.")
     attempts = models.PositiveSmallIntegerField(default=1, help_text="Executions started: 2 once the reaper "
                                                 "re-queued a run whose worker was lost (BENCH_REAPER_REQUEUE).")
     worker_host = models.CharField(max_length=200, blank=True)
@@ -203,12 +246,25 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     failure_kind = models.CharField(max_length=10, choices=FailureKind.choices, blank=True,
                                     help_text="Where a failed run failed.")
+    live_log = models.TextField(blank=True, help_text="The build's and engine's log tail (last 64 KB) the worker "
+                                "sent while the run was active; emptied once the stored server log replaces it.")
     took_effect = models.JSONField(default=dict, blank=True,
                                    help_text="Per setting of the variant: asked, effective, verdict and the "
                                              "engine's own log lines that show it (runners.analysis.evidence).")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # What the run found (bench/outcome.py), stored so that lists filter and sort on it; kept up
+    # to date as its judgement, verdicts and confirmations land (regressions/outcomes.py).
+    outcome = models.CharField(max_length=12, choices=[(w, w.replace("_", " ")) for w in outcome_rules.WORST_FIRST],
+                               default=outcome_rules.PENDING, db_index=True)
+    outcome_final = models.BooleanField(default=False, help_text="False while a confirmation or a second look "
+                                                                 "may still change the outcome.")
+    judged_at = models.DateTimeField(null=True, blank=True,
+                                     help_text="When the finished run's verdicts were made (regressions app); "
+                                               "empty while they are pending.")
+    judgement_missing = models.TextField(blank=True, help_text="What judgement a finished run lacks (correctness, "
+                                         "verdicts) and why; empty when every judgement went through.")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -225,11 +281,19 @@ class Run(models.Model):
         return self.state in self.FINAL_STATES
 
 
+class FirstPointManager(models.Manager):
+    """A run's figures as every reader before workload points knew them: those of its first point
+    (the only one a single-point benchmark has). Readers of the other points use `all_points`."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(first_point=True)
+
+
 class Measurement(models.Model):
-    class Direction(models.TextChoices):
-        HIGHER = "higher", "higher is better"
-        LOWER = "lower", "lower is better"
-        NONE = "none", "informational"
+    Direction = contract_choices("Direction", contract.DIRECTION_CHOICES)
+
+    objects = FirstPointManager()
+    all_points = models.Manager()
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="measurements")
     metric = models.CharField(max_length=100)
@@ -243,12 +307,16 @@ class Measurement(models.Model):
     ci_low = models.FloatField(null=True, blank=True)
     ci_high = models.FloatField(null=True, blank=True)
     details = models.JSONField(default=dict, blank=True)
+    point = models.CharField(max_length=100, default="", help_text="The workload point's id, e.g. c16-p8192-m256 "
+                             "(runners.contract.WorkloadPoint).")
+    first_point = models.BooleanField(default=True, help_text="Of the run's first workload point: its figure "
+                                      "where one per run is read (verdicts, charts, comparisons).")
     # The newest write anywhere versions the dashboard's cached charts (a verdict re-judged in place).
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
     class Meta:
-        ordering = ["metric"]
-        constraints = [models.UniqueConstraint(fields=["run", "metric"], name="measurement_metric_unique")]
+        ordering = ["metric", "point"]
+        constraints = [models.UniqueConstraint(fields=["run", "metric", "point"], name="measurement_metric_point_unique")]
         indexes = [models.Index(fields=["metric", "run"], name="measurement_metric_run_idx")]  # one metric's history
 
     def __str__(self):
@@ -256,11 +324,7 @@ class Measurement(models.Model):
 
 
 class Artifact(models.Model):
-    class Kind(models.TextChoices):
-        SERVER_LOG = "server_log"
-        BUILD_LOG = "build_log"
-        PROFILER_TRACE = "profiler_trace"
-        PROBE_JSON = "probe_json"
+    Kind = contract_choices("Kind", contract.ARTIFACT_KIND_CHOICES)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts")
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -281,7 +345,7 @@ class Artifact(models.Model):
 
     def read_text(self, max_bytes: int = 4 * 1024 * 1024) -> str:
         """The start of the stored file as text ("" when it was not stored); for small ones."""
-        from .artifacts import read_bytes
+        from .storage.artifacts import read_bytes
 
         if not self.file:
             return ""
@@ -292,7 +356,7 @@ class Artifact(models.Model):
 def _artifact_file_deleted(sender, instance, **kwargs):
     """A deleted row (a run deleted in the admin) takes its file along, once the deletion commits."""
     if instance.file:
-        from .artifacts import delete
+        from .storage.artifacts import delete
 
         transaction.on_commit(partial(delete, instance.file))
 
@@ -314,6 +378,21 @@ class Annotation(models.Model):
 
     def __str__(self):
         return self.text
+
+
+class PoolWorker(models.Model):
+    """A GPU worker's latest word that it serves a pool (its own heartbeat, bench.record_worker)."""
+
+    pool = models.CharField(max_length=40, validators=[POOL_VALIDATOR])
+    worker = models.CharField(max_length=200, help_text="Celery's node name, e.g. gpu@host.")
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["pool", "-last_seen_at"]
+        constraints = [models.UniqueConstraint(fields=["pool", "worker"], name="pool_worker_unique")]
+
+    def __str__(self):
+        return f"{self.worker} serves {self.pool}"
 
 
 class ReaperState(models.Model):

@@ -17,9 +17,9 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from benchsite.bench.pages.units import change_text, metric_label, metric_text
 from runners import contract
 
-from . import conf
 from .models import Alert, ChangePoint, Subscription
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ def alert_payload(change_point: ChangePoint) -> dict:
         "variant": cp.variant.name,
         "series": cp.series_key,
         "metric": cp.metric,
+        "label": metric_label(cp.metric),
         "unit": info.unit if info else "",
         "direction": info.direction if info else "",
         "commit": cp.commit,
@@ -65,8 +66,8 @@ def alert_payload(change_point: ChangePoint) -> dict:
 
 def alert_summary(payload: dict) -> str:
     what = "output became incorrect" if payload["event"] == "incorrect_output" else (
-        f"{payload['metric']} {payload['change'] * 100:+.1f}% ({payload['before']:.4g} -> {payload['after']:.4g}"
-        f"{' ' + payload['unit'] if payload['unit'] else ''})")
+        f"{metric_label(payload['metric'])} {change_text(payload['change'])} "
+        f"({metric_text(payload['metric'], payload['before'])} -> {metric_text(payload['metric'], payload['after'])})")
     commits = f"{(payload['previous_commit'] or '?')[:12]}..{(payload['commit'] or '?')[:12]}"
     return f"[{payload['benchmark']}/{payload['variant']}] {what} at {commits}"
 
@@ -99,7 +100,7 @@ def sign(body: bytes, secret: str) -> str:
 
 
 def _post_webhook(alert: Alert) -> None:
-    secret = alert.subscription.secret or conf.alert_secret()
+    secret = alert.subscription.secret or settings.BENCH_ALERT_SECRET
     if not secret:
         raise ValueError("no signing secret: set the subscription's secret or BENCH_ALERT_SECRET")
     body = json.dumps(alert.payload, sort_keys=True).encode()
@@ -107,7 +108,7 @@ def _post_webhook(alert: Alert) -> None:
                "X-Bench-Delivery": str(alert.id), "X-Bench-Signature": sign(body, secret)}
     url = alert.subscription.webhook_url
     try:
-        response = httpx.post(url, content=body, headers=headers, timeout=conf.alert_timeout_s())
+        response = httpx.post(url, content=body, headers=headers, timeout=settings.BENCH_ALERT_TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise TransientAlertError(f"{url}: {exc}") from exc
     if response.status_code >= 500 or response.status_code == 429:
@@ -120,7 +121,8 @@ def _send_email(alert: Alert) -> None:
     payload = alert.payload
     lines = [alert_summary(payload), "", *(f"{k}: {v}" for k, v in payload["links"].items())]
     try:
-        send_mail(alert_summary(payload), "\n".join(lines), conf.alert_from_email(), [alert.subscription.email])
+        sender = settings.BENCH_ALERT_FROM_EMAIL or settings.DEFAULT_FROM_EMAIL
+        send_mail(alert_summary(payload), "\n".join(lines), sender, [alert.subscription.email])
     except OSError as exc:  # smtplib errors are OSErrors: the mail server may come back
         raise TransientAlertError(f"mail to {alert.subscription.email}: {exc}") from exc
 

@@ -7,7 +7,7 @@ class RegressionsConfig(AppConfig):
     verbose_name = "Regression verdicts, change points and alerts"
 
     def ready(self):
-        from benchsite.bench.signals import run_finished
+        from benchsite.bench.lifecycle.signals import run_finished
 
         from . import receivers, tasks  # noqa: F401  (tasks: registers regressions.* with Celery)
 

@@ -7,17 +7,20 @@ run of each end queued first."""
 from __future__ import annotations
 
 import logging
+import math
 
 from django.db import transaction
+from django.db.models import Q
 
 from benchsite.bench.models import Benchmark, EngineSource, Measurement, Run, Variant
-from benchsite.bench.services import TriggerError, runs_trigger
+from benchsite.bench.lifecycle.trigger import runs_trigger, TriggerError
 from runners import contract
 
 from .bisect_search import next_step
 from .gitrange import RangeError, first_parent_range
 from .models import BisectStep, Bisection, ChangePoint
 from .samples import run_figure
+from .selectors import awaiting_confirmation
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +35,8 @@ def _run_commit(bisection: Bisection, commit: str, role: str) -> BisectStep:
         # With the repeats of the run that showed the change, when there is one (a change point's).
         cp_run = bisection.change_point.run if bisection.change_point_id else None
         (run,) = runs_trigger(benchmark=bisection.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[bisection.variant],
-                              commit=commit, ref=commit, repeats=cp_run.repeats if cp_run else None)
+                              commit=commit, ref=commit, repeats=cp_run.repeats if cp_run else None,
+                              priority=Run.Priority.BACKGROUND)  # after pushes and confirmations
     except TriggerError as exc:
         raise BisectError(str(exc)) from None
     return BisectStep.objects.create(bisection=bisection, role=role, commit=commit, run=run)
@@ -62,6 +66,11 @@ def bisection_start(*, benchmark: Benchmark, variant: Variant, good: str, bad: s
     except RangeError as exc:
         raise BisectError(str(exc)) from None
     with transaction.atomic():
+        if change_point is not None:  # found by the service: once per range, even from two web workers at once
+            Benchmark.objects.select_for_update().filter(pk=benchmark.pk).first()
+            done = Bisection.objects.filter(benchmark=benchmark, good_commit=good_sha, bad_commit=commits[-1]).first()
+            if done is not None:
+                raise BisectError(f"the range is bisected already (bisection {done.pk})")
         bisection = Bisection.objects.create(
             benchmark=benchmark, variant=variant, metric=metric, change_point=change_point, branch=branch,
             good_commit=good_sha, bad_commit=commits[-1], commits=commits,
@@ -143,19 +152,53 @@ def bisect_steps_record(*, run: Run) -> list[Bisection]:
     return advanced
 
 
+def _effect(cp: ChangePoint) -> float:
+    """How far a change moved, on the ratio: 10x slower tok/s weighs as much as 10x longer ITL."""
+    if cp.before > 0 and cp.after > 0:
+        return abs(math.log(cp.after / cp.before))
+    return abs(cp.change or 0.0)
+
+
+def _pick(confirmed: list[ChangePoint]) -> ChangePoint:
+    """The variant with the largest effect; on it, the headline metric (decode tok/s) when it moved."""
+    best = max(confirmed, key=_effect)
+    return next((c for c in confirmed if c.variant_id == best.variant_id and c.metric == contract.DECODE_TOK_S), best)
+
+
+def _last_measured(cp: ChangePoint) -> str:
+    """The good end of a bisection: the last measured commit before the change (previous_commit
+    is the commit's parent in git: the commits of one push between them were never measured)."""
+    return cp.previous_run.commit if cp.previous_run is not None else cp.previous_commit
+
+
 def bisection_for_change(*, change_point: ChangePoint) -> Bisection | None:
-    """Bisect a confirmed regression whose two commits are more than one commit apart."""
+    """One bisection per commit range of a benchmark, whose two commits are more than one commit
+    apart: once no regression found in that range (any metric, any variant) awaits its
+    confirmation, on the confirmed one of the largest effect (_pick). Call it whenever a change
+    point's confirmation is settled; the last one to settle starts it."""
     cp = change_point
-    if not (contract.is_full_sha(cp.commit) and contract.is_full_sha(cp.previous_commit)) or cp.commit == cp.previous_commit:
+    good = _last_measured(cp)
+    if not (contract.is_full_sha(cp.commit) and contract.is_full_sha(good)) or cp.commit == good:
         return None
-    if cp.metric == contract.CORRECT or Bisection.objects.filter(change_point=cp).exists():
+    if cp.metric == contract.CORRECT:
         return None
-    branch = cp.run.ref if cp.run.ref and not contract.is_full_sha(cp.run.ref) else ""
+    same_range = (ChangePoint.objects.filter(benchmark_id=cp.benchmark_id, commit=cp.commit,
+                                             previous_commit=cp.previous_commit, is_regression=True)
+                  .exclude(metric=contract.CORRECT))
+    bisected = Bisection.objects.filter(Q(change_point__in=same_range)
+                                        | Q(good_commit__in=(cp.previous_commit, good), bad_commit=cp.commit),
+                                        benchmark_id=cp.benchmark_id)
+    if bisected.exists() or awaiting_confirmation(same_range).exists():
+        return None
+    confirmed = list(same_range.filter(status=ChangePoint.Status.CONFIRMED).select_related("run", "variant"))
+    if not confirmed:
+        return None
+    chosen = _pick(confirmed)
+    branch = chosen.run.ref if chosen.run.ref and not contract.is_full_sha(chosen.run.ref) else ""
     try:
-        bisection = bisection_start(benchmark=cp.benchmark, variant=cp.variant, good=cp.previous_commit,
-                                    bad=cp.commit, branch=branch, metric=cp.metric, change_point=cp,
-                                    good_level=cp.before, bad_level=cp.after)
+        return bisection_start(benchmark=chosen.benchmark, variant=chosen.variant, good=_last_measured(chosen),
+                               bad=chosen.commit, branch=branch, metric=chosen.metric, change_point=chosen,
+                               good_level=chosen.before, bad_level=chosen.after)
     except BisectError as exc:
-        log.warning("change point %s not bisected: %s", cp.id, exc)
+        log.warning("change point %s not bisected: %s", chosen.id, exc)
         return None
-    return bisection

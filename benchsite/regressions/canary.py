@@ -9,7 +9,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from benchsite.bench.models import Measurement, Run
-from benchsite.bench.services import TriggerError, runs_trigger
+from benchsite.bench.lifecycle.trigger import runs_trigger, TriggerError
 from runners import contract
 
 from . import edivisive
@@ -35,7 +35,7 @@ def canaries_trigger_due(*, now=None) -> list[Run]:
             continue
         try:
             (run,) = runs_trigger(benchmark=canary.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[canary.variant],
-                                  commit=canary.commit, ref=canary.commit)
+                                  commit=canary.commit, ref=canary.commit, priority=Run.Priority.BACKGROUND)
         except TriggerError as exc:
             log.error("%s not run: %s", canary, exc)
             continue

@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from benchsite.bench.models import Run
+from benchsite.bench.models import Measurement, Run
 from runners import contract
 
 from . import edivisive, judging
 from .models import ChangePoint
-from .series import Point, series_key, series_points
+from .outcomes import outcomes_refresh
+from .series import Point, parent_commit, series_key, series_point, series_points
 from .thresholds import judged_metrics, threshold_for
 from .verdicts import baseline_reset
 
@@ -32,11 +33,11 @@ def _nearby(existing: list[ChangePoint], points: list[Point], index: int) -> Cha
     return next((cp for cp in existing if cp.run_id in window), None)
 
 
-def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> tuple[ChangePoint, bool]:
+def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found, point: str = "") -> tuple[ChangePoint, bool]:
     """Store one detected change point (`found`: edivisive.ChangePoint); (row, needs a
     confirmation): new, moved to another commit after its re-run disagreed, or still found at
     its commit SECOND_LOOK_AFTER runs on after its first re-run disagreed."""
-    key = series_key(run)
+    key = series_key(run, point)
     after_run, before_run = points[found.index].run, points[found.index - 1].run
     fields = {"index": found.index, "before": found.before, "after": found.after, "change": found.change,
               "pvalue": found.pvalue, "is_regression": _is_regression(metric, found.before, found.after)}
@@ -54,7 +55,7 @@ def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> 
             # Found early, a change sits a point or two off (the last segment needs MIN_SIZE
             # points); when its re-run at the wrong commit disagreed, the right commit gets its own.
             fields.update(run=after_run, previous_run=before_run, commit=after_run.commit,
-                          previous_commit=before_run.commit)
+                          previous_commit=parent_commit(after_run, before_run))
             if reopen:
                 fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None, confirm_attempts=0)
         if second_look:
@@ -63,19 +64,25 @@ def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found) -> 
         match.refresh_from_db()
         return match, reopen or second_look
     created = ChangePoint.objects.create(benchmark=run.benchmark, variant=run.variant, series_key=key, metric=metric,
-                                         run=after_run, previous_run=before_run, commit=after_run.commit,
-                                         previous_commit=before_run.commit, **fields)
+                                         point=point, run=after_run, previous_run=before_run, commit=after_run.commit,
+                                         previous_commit=parent_commit(after_run, before_run), **fields)
     return created, True
+
+
+def _judged_series(run: Run) -> list[tuple[str, str]]:
+    """(metric, point) of each judged series RUN has a figure in; point "" for its first point."""
+    rows = Measurement.all_points.filter(run=run, metric__in=judged_metrics())
+    return sorted({(m.metric, series_point(m)) for m in rows.only("metric", "point", "first_point")})
 
 
 def changepoints_detect(*, run: Run) -> list[ChangePoint]:
     """Detect change points in every judged series of `run` (since the last expected change);
     returns those this call created or re-opened (each needs a confirmation)."""
     created = []
-    metrics = set(run.measurements.values_list("metric", flat=True)) & set(judged_metrics())
-    for metric in sorted(metrics):
-        reset = baseline_reset(run=run, metric=metric)
-        points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run)
+    for metric, point in _judged_series(run):
+        reset = baseline_reset(run=run, metric=metric, point=point)
+        points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run,
+                               point=point)
         points = points[-MAX_POINTS:]
         found = edivisive.detect([p.value for p in points], min_size=MIN_SIZE, max_pvalue=MAX_PVALUE,
                                  min_change=threshold_for(benchmark=run.benchmark, metric=metric))
@@ -83,7 +90,7 @@ def changepoints_detect(*, run: Run) -> list[ChangePoint]:
             for cp in found:
                 if reset is not None and cp.index == 0:
                     continue
-                row, is_new = changepoint_upsert(run=run, metric=metric, points=points, found=cp)
+                row, is_new = changepoint_upsert(run=run, metric=metric, points=points, found=cp, point=point)
                 if is_new:
                     created.append(row)
     return created
@@ -99,4 +106,5 @@ def changepoint_mark(*, change_point: ChangePoint, status: str, user=None) -> Ch
     change_point.marked_by = user.get_username() if user is not None and user.is_authenticated else ""
     change_point.marked_at = timezone.now()
     change_point.save(update_fields=["status", "marked_by", "marked_at", "updated_at"])
+    outcomes_refresh(run_ids=[change_point.run_id])  # a false alarm no longer counts against its run
     return change_point

@@ -1,23 +1,26 @@
 """Confirm before alerting: a regression's commit is run once more, and the alert goes out only
-if that run lands on the regressed side. A false-alarm rate p becomes about p squared."""
+if that run lands on the regressed side. A false-alarm rate p becomes about p squared. One re-run
+per variant and commit: it measures every metric, so every change of that variant there shares it."""
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from benchsite.bench.pages.branches import main_line_q
 from benchsite.bench.models import EngineSource, Measurement, Run
-from benchsite.bench.services import TriggerError, runs_trigger
+from benchsite.bench.lifecycle.trigger import runs_trigger, TriggerError
 from runners import contract
 from runners.hostinfo import host_queue
 
-from . import conf, judging
+from . import judging
 from .alerts import alerts_queue
 from .models import ChangePoint, Verdict
 from .samples import run_figure
-from .series import Point, same_machine, series_key, series_points
+from .series import Point, parent_commit, point_measurements, same_machine, series_key, series_points
 from .verdicts import unaccepted_change_runs
 
 log = logging.getLogger(__name__)
@@ -31,25 +34,50 @@ def _confirm_directly(cp: ChangePoint) -> None:
 
 def confirm_host(run: Run, *, now=None) -> str:
     """Another worker host of `run`'s pool with the same host fingerprint, seen finishing a run
-    in the last conf.confirm_host_seen_h() hours (the most recent such); '' when there is none,
+    in the last settings.BENCH_CONFIRM_HOST_SEEN_H hours (the most recent such); '' when there is none,
     or when the fingerprint is unknown (an older worker: another host is another series)."""
     if not run.host_fingerprint or not run.worker_host:
         return ""
-    since = (now or timezone.now()) - timedelta(hours=conf.confirm_host_seen_h())
+    since = (now or timezone.now()) - timedelta(hours=settings.BENCH_CONFIRM_HOST_SEEN_H)
     return (Run.objects.filter(benchmark__gpu_pool=run.benchmark.gpu_pool, host_fingerprint=run.host_fingerprint,
                                state=Run.State.SUCCEEDED, finished_at__gte=since)
             .exclude(worker_host__in=["", run.worker_host]).order_by("-finished_at", "-id")
             .values_list("worker_host", flat=True).first()) or ""
 
 
+def _shared_confirmation(cp: ChangePoint) -> Run | None:
+    """The confirmation run of another change of the same series at the same commit (at the same
+    run for the installed engine) that CP can share: every run measures every metric, so one
+    re-run per variant confirms all it changed. One still to finish, or, for a change never
+    confirmed yet, one that finished (CP is then judged at once)."""
+    same = ChangePoint.objects.filter(series_key=cp.series_key, confirm_run__isnull=False).exclude(pk=cp.pk)
+    same = same.filter(commit=cp.commit) if cp.commit else same.filter(run_id=cp.run_id)
+    runs = (Run.objects.filter(id__in=same.values("confirm_run"), created_at__gt=cp.run.created_at)
+            .exclude(state=Run.State.CANCELLED).order_by("-created_at", "-id"))
+    waiting = runs.exclude(state__in=Run.FINAL_STATES).first()
+    if waiting is not None or cp.confirm_attempts:  # a second look needs a run it has not seen
+        return waiting
+    return runs.filter(state=Run.State.SUCCEEDED).first()  # a failed one measured nothing
+
+
 def changepoint_confirm(*, change_point: ChangePoint) -> None:
-    """Queue the confirmation run of a new regression (or alert at once when confirmation is
-    off or impossible). A wrong output needs no second run: greedy output is deterministic."""
+    """Queue the confirmation run of a new regression, or share the one another change of the same
+    variant and commit has (judged at once when it already finished); alert at once when
+    confirmation is off or impossible. A wrong output needs no second run: greedy output is
+    deterministic."""
     cp = change_point
     if not cp.is_regression or cp.status != ChangePoint.Status.OPEN or cp.confirmation:
         return
-    if cp.metric == contract.CORRECT or not conf.confirm_regressions():
+    if cp.metric == contract.CORRECT or not settings.BENCH_CONFIRM_REGRESSIONS:
         return _confirm_directly(cp)
+    shared = _shared_confirmation(cp)
+    if shared is not None:
+        cp.confirmation, cp.confirm_run = ChangePoint.Confirmation.PENDING, shared
+        cp.confirm_attempts += 1
+        cp.save(update_fields=["confirmation", "confirm_run", "confirm_attempts", "updated_at"])
+        if shared.is_final:
+            _settle(cp, shared)
+        return
     source = cp.benchmark.engine_source
     at_commit = source is not None and source.kind == EngineSource.Kind.GIT and contract.is_full_sha(cp.commit)
     # On another host of the pool when there is one (its own queue): a host's own fault is not
@@ -61,7 +89,9 @@ def changepoint_confirm(*, change_point: ChangePoint) -> None:
         (rerun,) = runs_trigger(benchmark=cp.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[cp.variant],
                                 commit=cp.commit if at_commit else "", ref=cp.commit if at_commit else "",
                                 queue=host_queue(cp.benchmark.queue, other) if other else "",
-                                repeats=cp.run.repeats)  # as the run that showed the change
+                                repeats=cp.run.repeats,  # as the run that showed the change
+                                priority=Run.Priority.CONFIRM,  # after pushes, before bisections
+                                branch=cp.run.branch)  # its history: the same line
     except TriggerError as exc:
         log.warning("change point %s: no confirmation run (%s); alerting without one", cp.id, exc)
         return _confirm_directly(cp)
@@ -74,8 +104,8 @@ def _noise_before(cp: ChangePoint) -> float | None:
     """The series' run-to-run noise over the runs before the change (judging.robust_noise)."""
     if cp.previous_run is None:
         return None
-    points = series_points(run=cp.previous_run, metric=cp.metric, until_run=cp.previous_run)
-    return judging.robust_noise([p.value for p in points][-conf.max_history():])
+    points = series_points(run=cp.previous_run, metric=cp.metric, until_run=cp.previous_run, point=cp.point)
+    return judging.robust_noise([p.value for p in points][-settings.BENCH_VERDICT_MAX_HISTORY:])
 
 
 def _agrees(cp: ChangePoint, run: Run) -> bool:
@@ -83,10 +113,22 @@ def _agrees(cp: ChangePoint, run: Run) -> bool:
     width and a third of the change (judging.confirmation_agrees)."""
     if run.state != Run.State.SUCCEEDED or Measurement.objects.filter(run=run, metric=contract.CORRECT, value=0).exists():
         return False
-    measurement = Measurement.objects.filter(run=run, metric=cp.metric).first()
+    measurement = point_measurements(cp.point).filter(run=run, metric=cp.metric).first()
     figure = run_figure(measurement) if measurement is not None else None
     return figure is not None and judging.confirmation_agrees(figure=figure, before=cp.before, after=cp.after,
                                                               noise=_noise_before(cp))
+
+
+def _settle(cp: ChangePoint, run: Run) -> None:
+    """Judge CP by its confirmation RUN; alert when it agrees."""
+    if _agrees(cp, run):
+        cp.confirmation = ChangePoint.Confirmation.AGREED
+        if cp.status == ChangePoint.Status.OPEN:
+            cp.status = ChangePoint.Status.CONFIRMED
+            alerts_queue(change_point=cp)
+    else:
+        cp.confirmation = ChangePoint.Confirmation.DISAGREED
+    cp.save(update_fields=["confirmation", "status", "updated_at"])
 
 
 def confirmations_resolve(*, run: Run) -> list[ChangePoint]:
@@ -95,14 +137,7 @@ def confirmations_resolve(*, run: Run) -> list[ChangePoint]:
     with transaction.atomic():
         for cp in ChangePoint.objects.select_for_update().filter(confirm_run=run,
                                                                  confirmation=ChangePoint.Confirmation.PENDING):
-            if _agrees(cp, run):
-                cp.confirmation = ChangePoint.Confirmation.AGREED
-                if cp.status == ChangePoint.Status.OPEN:
-                    cp.status = ChangePoint.Status.CONFIRMED
-                    alerts_queue(change_point=cp)
-            else:
-                cp.confirmation = ChangePoint.Confirmation.DISAGREED
-            cp.save(update_fields=["confirmation", "status", "updated_at"])
+            _settle(cp, run)
             settled.append(cp)
     return settled
 
@@ -117,31 +152,31 @@ def changepoint_from_verdict(*, run: Run, verdict: Verdict) -> ChangePoint | Non
     if not verdict.strong:
         return None
 
-    key = series_key(run)
-    points: list[Point] = series_points(run=run, metric=verdict.metric, until_run=run)
+    key = series_key(run, verdict.point)
+    points: list[Point] = series_points(run=run, metric=verdict.metric, until_run=run, point=verdict.point)
     index = next((i for i, p in enumerate(points) if p.run.id == run.id), None)
     if index is None or index == 0 or verdict.baseline is None:
         return None
     nearby = {p.run.id for p in points[max(0, index - MIN_SIZE):]}
     if ChangePoint.objects.filter(series_key=key, metric=verdict.metric, run_id__in=nearby).exists():
         return None
-    if unaccepted_change_runs(run, verdict.metric) & {p.run.id for p in points[:index]}:
+    if unaccepted_change_runs(run, verdict.metric, verdict.point) & {p.run.id for p in points[:index]}:
         return None  # judged against the level before a change already known: the same change
     previous = points[index - 1].run
     return ChangePoint.objects.create(
-        benchmark=run.benchmark, variant=run.variant, series_key=key, metric=verdict.metric, run=run,
-        previous_run=previous, index=index, commit=run.commit, previous_commit=previous.commit,
+        benchmark=run.benchmark, variant=run.variant, series_key=key, metric=verdict.metric, point=verdict.point, run=run,
+        previous_run=previous, index=index, commit=run.commit, previous_commit=parent_commit(run, previous),
         before=verdict.baseline, after=verdict.value, change=verdict.effect, is_regression=True)
 
 
 def changepoint_incorrect_output(*, run: Run) -> ChangePoint:
     """A newly incorrect output: a change point of 'correct' at this run (1 -> 0)."""
-    previous = (Run.objects.filter(same_machine(run), benchmark_id=run.benchmark_id, variant_id=run.variant_id,
-                                   state=Run.State.SUCCEEDED, created_at__lt=run.created_at)
+    previous = (Run.objects.filter(same_machine(run), main_line_q(run.benchmark), benchmark_id=run.benchmark_id,
+                                   variant_id=run.variant_id, state=Run.State.SUCCEEDED, created_at__lt=run.created_at)
                 .order_by("-created_at", "-id").first())
     cp, _ = ChangePoint.objects.get_or_create(
         series_key=series_key(run), metric=contract.CORRECT, run=run,
         defaults={"benchmark": run.benchmark, "variant": run.variant, "previous_run": previous, "index": 0,
-                  "commit": run.commit, "previous_commit": previous.commit if previous else "",
+                  "commit": run.commit, "previous_commit": parent_commit(run, previous),
                   "before": 1.0, "after": 0.0, "change": -1.0, "is_regression": True})
     return cp

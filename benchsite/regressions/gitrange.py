@@ -1,5 +1,5 @@
 """The web side's view of a repository for bisection: the first-parent commits between a good
-and a bad commit of a branch, from a bare mirror (runners.build.git: argv only, refs checked,
+and a bad commit of a branch, from a bare mirror (runners.builder.git: argv only, refs checked,
 transports limited; file:// only with BENCH_ALLOW_FILE_REPOS=1, as on workers)."""
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from runners.build.config import BuildConfig
-from runners.build.errors import BuildFailure
-from runners.build.git import Git, Mirror
+from runners.builder.errors import BuildFailure
+from runners.builder.git import Git, Mirror
 from runners.contract import SpecError, check_ref
 
 GIT_TIMEOUT_S = 300
@@ -21,8 +20,9 @@ class RangeError(ValueError):
 
 def _mirror(repo_url: str) -> Mirror:
     try:
-        config = BuildConfig.from_env(cache_dir=Path(settings.VAR_DIR) / "bisect-git")
-        return Mirror(repo_url, config.cache_dir, Git(allow_file=config.allow_file_urls, timeout_s=GIT_TIMEOUT_S, log=[]))
+        cache_dir = (Path(settings.VAR_DIR) / "bisect-git").absolute()
+        git = Git(allow_file=settings.BENCH_ALLOW_FILE_REPOS, timeout_s=GIT_TIMEOUT_S, log=[])
+        return Mirror(repo_url, cache_dir, git)
     except (SpecError, ValueError) as exc:
         raise RangeError(f"repository {repo_url!r} refused: {exc}") from None
 

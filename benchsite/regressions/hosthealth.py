@@ -1,4 +1,4 @@
-"""Comm health checks per host: each figure (runners/health.py, sent by the GPU worker before a
+"""Comm health checks per host: each figure (runners/probes/health.py, sent by the GPU worker before a
 batch) is stored and compared with the median of the host's own earlier checks of the same kind
 (backend, ranks, size). Beyond the drift threshold the host is flagged, and verdicts of its runs
 say that the interconnect, not the commit, may be what moved."""
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from statistics import median
 
+from django.conf import settings
 from django.utils import timezone
 
 from benchsite.bench.models import Run
 
-from . import conf
 from .models import HostHealth
 
 
@@ -35,13 +35,14 @@ def _check_message(doc) -> None:
 
 
 def host_health_record(*, doc: dict, now=None) -> HostHealth:
-    """Store one check; flag it when it drifted beyond conf.comm_health_drift() from the host's
+    """Store one check; flag it when it drifted beyond settings.BENCH_COMM_HEALTH_DRIFT from the host's
     own history, or when the probe failed."""
     _check_message(doc)
     same_kind = HostHealth.objects.filter(hostname=doc["hostname"], backend=doc.get("backend", ""),
                                           world_size=doc["world_size"], bytes=doc["bytes"],
                                           allreduce_us__isnull=False)
-    history = [h.allreduce_us for h in same_kind.order_by("-measured_at", "-id")[:conf.comm_health_history()]]
+    latest = same_kind.order_by("-measured_at", "-id")[:settings.BENCH_COMM_HEALTH_HISTORY]
+    history = [h.allreduce_us for h in latest]
     row = HostHealth(hostname=doc["hostname"], fingerprint=doc.get("fingerprint", ""), batch=doc.get("batch", ""),
                      backend=doc.get("backend", ""), world_size=doc["world_size"], bytes=doc["bytes"],
                      allreduce_us=doc.get("allreduce_us"), error=doc.get("error", ""), measured_at=now or timezone.now())
@@ -50,7 +51,7 @@ def host_health_record(*, doc: dict, now=None) -> HostHealth:
     elif len(history) >= 3:
         row.baseline_us = median(history)
         row.drift = (row.allreduce_us - row.baseline_us) / row.baseline_us
-        limit = conf.comm_health_drift()
+        limit = settings.BENCH_COMM_HEALTH_DRIFT
         if abs(row.drift) > limit:
             row.flagged = True
             row.note = (f"allreduce latency {row.allreduce_us:.1f} us, {row.drift * 100:+.0f}% from this host's "

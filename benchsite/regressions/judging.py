@@ -30,6 +30,18 @@ def prediction_half_width(history: list[float], level: float = VERDICT_LEVEL) ->
     return t_quantile(level, n - 1) * stdev(history) * math.sqrt(1 + 1 / n)
 
 
+def relative_interval(*, value: float, mean: float, half: float) -> tuple[float, float]:
+    """The interval of the relative change value/mean - 1, computed on the ratio: the noise is
+    relative (a run's spread scales with its level), so the ratio's interval is r * exp(+-h), with
+    h the prediction half-width relative to the mean. It always contains the effect and never passes
+    -100% (a tok/s or a latency cannot fall below 0). A sign change (a delta metric) keeps the
+    plain interval (value - mean +- half) / |mean|."""
+    ratio, h = value / mean, half / abs(mean)
+    if ratio <= 0 or mean < 0:
+        return (value - mean - half) / abs(mean), (value - mean + half) / abs(mean)
+    return ratio * math.exp(-h) - 1, ratio * math.exp(h) - 1
+
+
 def judge(*, value: float, history: list[float], direction: str, threshold: float, incorrect: bool = False,
           min_history: int = 3) -> dict:
     """{'kind', 'baseline', 'effect', 'ci_low', 'ci_high', 'strong', 'note'}: a verdict needs the
@@ -41,7 +53,7 @@ def judge(*, value: float, history: list[float], direction: str, threshold: floa
         return {"kind": NOT_ENOUGH_DATA, "baseline": mean, "note": "baseline is 0: no relative change"}
     half = prediction_half_width(history)
     effect = (value - mean) / mean
-    ci_low, ci_high = (value - mean - half) / abs(mean), (value - mean + half) / abs(mean)
+    ci_low, ci_high = relative_interval(value=value, mean=mean, half=half)
     result = {"baseline": mean, "effect": effect, "ci_low": ci_low, "ci_high": ci_high, "note": "", "strong": False}
     significant = ci_low > 0 or ci_high < 0
     better = effect > 0 if direction == "higher" else effect < 0

@@ -43,6 +43,8 @@ class Verdict(models.Model):
     baseline_runs = models.JSONField(default=list, blank=True)
     baseline_description = models.TextField(blank=True)
     series_key = models.CharField(max_length=300, blank=True)
+    point = models.CharField(max_length=100, blank=True, help_text="The workload point's id; empty: the run's first "
+                             "point (the series every run had before workload points).")
     note = models.TextField(blank=True)
     strong = models.BooleanField(default=False, help_text="Beyond the 99.9% prediction interval too: a change "
                                                           "point starts at once, before the detector sees it.")
@@ -50,7 +52,7 @@ class Verdict(models.Model):
 
     class Meta:
         ordering = ["metric"]
-        constraints = [models.UniqueConstraint(fields=["run", "metric"], name="verdict_run_metric_unique")]
+        constraints = [models.UniqueConstraint(fields=["run", "metric", "point"], name="verdict_run_metric_point_unique")]
 
     def __str__(self):
         return f"run {self.run_id} {self.metric}: {self.kind}"
@@ -73,6 +75,8 @@ class ChangePoint(models.Model):
     variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="change_points")
     series_key = models.CharField(max_length=300, db_index=True)
     metric = models.CharField(max_length=100)
+    point = models.CharField(max_length=100, blank=True, help_text="The workload point's id; empty: the runs' first "
+                             "point.")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="change_points",
                             help_text="The first run after the change.")
     previous_run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
@@ -229,7 +233,7 @@ class CanaryRun(models.Model):
 
 
 class HostHealth(models.Model):
-    """One comm health check of a worker host before a batch (runners/health.py): its allreduce
+    """One comm health check of a worker host before a batch (runners/probes/health.py): its allreduce
     latency against the host's own history. A flagged host's runs say so in their verdicts."""
 
     hostname = models.CharField(max_length=200, db_index=True)

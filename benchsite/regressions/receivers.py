@@ -1,14 +1,9 @@
-"""Listener of the run life cycle: judge each finished run, look for change points, confirm and alert."""
-import logging
-
-log = logging.getLogger(__name__)
+"""Listener of the run life cycle: judge each finished run, look for change points, confirm and
+alert, then bring the outcomes it decided up to date."""
 
 
 def judge_when_finished(sender, run_id: int, **kwargs) -> None:
-    """Never raises: a verdict must not fail the run it judges."""
-    try:
-        from .pipeline import run_judge
+    """Never raises: a verdict must not fail the run it judges (judgement.judge_or_defer)."""
+    from .judgement import judge_or_defer
 
-        run_judge(run_id=run_id)
-    except Exception:  # a bug or a database hiccup here is logged; the run stays as it is
-        log.exception("could not judge run %s", run_id)
+    judge_or_defer(run_id=run_id)

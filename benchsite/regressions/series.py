@@ -1,12 +1,14 @@
 """Reads of a run's series: the same benchmark, variant, GPU pool and host fingerprint, for one
-metric, in run order; only successful runs with a correct output and a clean figure."""
+metric, in first-parent order; only successful runs on the benchmark's main line (bench.branches)
+with a correct output and a clean figure."""
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 
+from benchsite.bench.pages.branches import main_line_q
 from benchsite.bench.models import Measurement, Run
 from runners import contract
 
@@ -29,9 +31,31 @@ def _short(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def series_key(run: Run) -> str:
+def series_key(run: Run, point: str = "") -> str:
+    """The series of RUN's POINT ("" its first point: the key every run had before workload points,
+    so the change points found before them keep matching; another point's key ends in its id)."""
     fp = run.host_fingerprint and _short(run.host_fingerprint)  # a fingerprint is long: its hash keeps keys short
-    return f"{run.benchmark.slug}/{run.variant.name}/{run.benchmark.gpu_pool}/{fp or run.worker_host or '?'}"
+    key = f"{run.benchmark.slug}/{run.variant.name}/{run.benchmark.gpu_pool}/{fp or run.worker_host or '?'}"
+    return f"{key}/{point}" if point else key
+
+
+def point_measurements(point: str = ""):
+    """The measurements of POINT's series: "" the runs' first points (one figure a run), else that id's."""
+    return Measurement.all_points.filter(point=point) if point else Measurement.objects.all()
+
+
+def series_point(measurement: Measurement) -> str:
+    """The point a measurement's series is keyed by: "" for its run's first point."""
+    return "" if measurement.first_point else measurement.point
+
+
+def parent_commit(run: Run, previous: Run | None) -> str:
+    """The commit before RUN's in git: its first parent as the worker reported it (a push of
+    several commits measures only its head, so the previous point may be further back), else
+    the previous run's commit."""
+    if run.build is not None and run.build.parent_commit:
+        return run.build.parent_commit
+    return previous.commit if previous is not None else ""
 
 
 def same_machine(run: Run) -> Q:
@@ -47,23 +71,27 @@ def is_incorrect(run: Run) -> bool:
 
 def _same_series_runs(run: Run):
     incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=contract.CORRECT, value=0)
-    return (Run.objects.filter(same_machine(run), benchmark_id=run.benchmark_id, variant_id=run.variant_id,
-                               state=Run.State.SUCCEEDED)
+    return (Run.objects.filter(same_machine(run), main_line_q(run.benchmark), benchmark_id=run.benchmark_id,
+                               variant_id=run.variant_id, state=Run.State.SUCCEEDED)
             .exclude(Exists(incorrect))
             .exclude(bisect_steps__isnull=False)  # old commits run late: not part of the timeline
             .exclude(canary_run__isnull=False)  # the fixed commit: a series of its own
-            .order_by("created_at", "id"))
+            # in first-parent order (the worker reports each commit's depth); runs recorded
+            # without it are older and come first, in the order they ran
+            .order_by(F("build__first_parent_depth").asc(nulls_first=True), "created_at", "id"))
 
 
-def series_points(*, run: Run, metric: str, since_run: Run | None = None, until_run: Run | None = None) -> list[Point]:
+def series_points(*, run: Run, metric: str, since_run: Run | None = None, until_run: Run | None = None,
+                  point: str = "") -> list[Point]:
     """The series `run` belongs to, oldest first, from `since_run` (a baseline reset) up to and
-    including `until_run`. The pool is the benchmark's, so the same benchmark is the same pool."""
+    including `until_run`, of workload POINT ("" the first). The pool is the benchmark's, so the
+    same benchmark is the same pool."""
     runs = _same_series_runs(run)
     if since_run is not None:
         runs = runs.filter(created_at__gte=since_run.created_at).exclude(created_at=since_run.created_at, id__lt=since_run.id)
     if until_run is not None:
         runs = runs.filter(created_at__lte=until_run.created_at).exclude(created_at=until_run.created_at, id__gt=until_run.id)
-    measurements = {m.run_id: m for m in Measurement.objects.filter(run__in=runs, metric=metric)}
+    measurements = {m.run_id: m for m in point_measurements(point).filter(run__in=runs, metric=metric)}
     points = []
     for r in runs.select_related("benchmark", "variant", "build"):
         m = measurements.get(r.id)

@@ -2,7 +2,9 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
+from benchsite.bench.lifecycle.tasks import DB_RETRY
 from benchsite.retry import retry_or_give_up
 
 log = logging.getLogger(__name__)
@@ -10,14 +12,14 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="regressions.deliver_alert", bind=True, acks_late=True, max_retries=None)
 def deliver_alert(self, alert_id: int) -> bool:
-    from . import alerts, conf
+    from . import alerts
 
     try:
         return alerts.alert_deliver(alert_id=alert_id)
     except alerts.TransientAlertError as exc:
         # 30 s, 60 s, 120 s... by default
-        return retry_or_give_up(self, exc, what=f"alert {alert_id}", max_retries=conf.alert_max_retries(),
-                                base_ms=conf.alert_retry_base_ms(),
+        return retry_or_give_up(self, exc, what=f"alert {alert_id}", max_retries=settings.BENCH_ALERT_MAX_RETRIES,
+                                base_ms=settings.BENCH_ALERT_RETRY_BASE_MS,
                                 give_up=lambda: alerts.alert_give_up(alert_id=alert_id, error=str(exc)))
 
 
@@ -30,7 +32,7 @@ def trigger_canaries() -> int:
 
 @shared_task(name="regressions.record_host_health")
 def record_host_health(doc: dict) -> bool:
-    """A GPU worker's comm health check before a batch (runners/health.py)."""
+    """A GPU worker's comm health check before a batch (runners/probes/health.py)."""
     from .hosthealth import HealthMessageError, host_health_record
 
     try:
@@ -39,3 +41,11 @@ def record_host_health(doc: dict) -> bool:
         log.warning("dropped a bad health check message: %s", exc)
         return False
     return True
+
+
+@shared_task(name="regressions.judge_run", **DB_RETRY)
+def judge_run(run_id: int) -> bool:
+    """A finished run's judgement, deferred while the database was busy or away (judgement.py)."""
+    from .judgement import run_judge_recorded
+
+    return run_judge_recorded(run_id=run_id)

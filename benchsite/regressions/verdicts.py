@@ -7,51 +7,65 @@ of one new run from the run-to-run spread of the n baseline runs). A verdict nee
 to exclude zero (significant) and the effect to reach the metric's threshold (material)."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
+from benchsite.bench.pages.branches import main_line_q
 from benchsite.bench.models import Measurement, Run
 from runners import contract
 
-from . import conf, judging
+from . import judging
 from .canary import canary_shift
 from .hosthealth import host_health_note
 from .models import ChangePoint, Verdict
 from .samples import run_figure
-from .series import Point, host_fingerprint, is_incorrect, same_machine, series_key, series_points
+from .series import Point, host_fingerprint, is_incorrect, same_machine, series_key, series_point, series_points
 from .thresholds import judged_metrics, threshold_for
 
 Kind = Verdict.Kind
 
 
-def baseline_reset(*, run: Run, metric: str) -> ChangePoint | None:
+def baseline_reset(*, run: Run, metric: str, point: str = "") -> ChangePoint | None:
     """The latest change of this series marked expected: the baseline starts there."""
-    return (ChangePoint.objects.filter(series_key=series_key(run), metric=metric, status=ChangePoint.Status.EXPECTED,
+    return (ChangePoint.objects.filter(series_key=series_key(run, point), metric=metric, status=ChangePoint.Status.EXPECTED,
                                        run__created_at__lte=run.created_at)
             .select_related("run").order_by("-run__created_at", "-run_id").first())
 
 
-def unaccepted_change_runs(run: Run, metric: str) -> set[int]:
+def unaccepted_change_runs(run: Run, metric: str, point: str = "") -> set[int]:
     """First runs of the series' open or confirmed change points: the baseline stops before the
     first of them (its level is not accepted until marked expected, and mixing both levels
     would inflate the spread and hide the next regression). One its re-run contradicted is not."""
-    return set(ChangePoint.objects.filter(series_key=series_key(run), metric=metric,
+    return set(ChangePoint.objects.filter(series_key=series_key(run, point), metric=metric,
                                           status__in=[ChangePoint.Status.OPEN, ChangePoint.Status.CONFIRMED])
                .exclude(confirmation=ChangePoint.Confirmation.DISAGREED)
                .values_list("run_id", flat=True))
 
 
-def baseline_points(*, run: Run, metric: str) -> tuple[list[Point], ChangePoint | None]:
-    reset = baseline_reset(run=run, metric=metric)
-    points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run)
-    history = [p for p in points if p.run.id != run.id]
-    stops = unaccepted_change_runs(run, metric)
+def confirmed_suspect(run: Run) -> Run | None:
+    """The run whose change RUN re-measures, when RUN is a confirmation run (the earliest, when
+    it confirms the changes of several runs of one commit); else None."""
+    return Run.objects.filter(change_points__confirm_run=run).order_by("created_at", "id").first()
+
+
+def baseline_points(*, run: Run, metric: str, point: str = "") -> tuple[list[Point], ChangePoint | None]:
+    """The runs RUN is judged against; for a confirmation run, those before the run it confirms
+    (never that run itself, whose figure is what is in doubt)."""
+    reset = baseline_reset(run=run, metric=metric, point=point)
+    suspect = confirmed_suspect(run)
+    points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=suspect or run,
+                           point=point)
+    history = [p for p in points if p.run.id not in {run.id, suspect and suspect.id}]
+    stops = unaccepted_change_runs(run, metric, point)
     cut = next((i for i, p in enumerate(history) if p.run.id in stops), len(history))
-    return history[:cut][-conf.max_history():], reset
+    return history[:cut][-settings.BENCH_VERDICT_MAX_HISTORY:], reset
 
 
 def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:
     where = f"{host_fingerprint(run) or 'an unknown host'}, pool {run.benchmark.gpu_pool}"
     since = f", since the expected change at run #{reset.run_id}" if reset else ""
+    if suspect := confirmed_suspect(run):
+        since += f", before run #{suspect.id} that this run confirms"
     if not history:
         return f"no earlier correct run of {run.variant.name} on {where}{since}"
     ids = ", ".join(f"#{p.run.id}" for p in history)
@@ -66,7 +80,7 @@ def host_change_note(run: Run) -> str:
     another fingerprint (a comparison across machines is never made silently); else ''."""
     previous = (Run.objects.filter(benchmark_id=run.benchmark_id, variant_id=run.variant_id, state=Run.State.SUCCEEDED,
                                    created_at__lte=run.created_at, bisect_steps__isnull=True, canary_run__isnull=True)
-                .exclude(id=run.id).exclude(created_at=run.created_at, id__gt=run.id)
+                .exclude(trigger=Run.Trigger.PULL).exclude(id=run.id).exclude(created_at=run.created_at, id__gt=run.id)
                 .order_by("-created_at", "-id").first())
     if previous is None or Run.objects.filter(same_machine(run), id=previous.id).exists():
         return ""
@@ -78,13 +92,13 @@ def judge(*, value: float, history: list[float], direction: str, threshold: floa
           incorrect: bool = False) -> dict:
     """The verdict of one figure against the run-to-run history (judging.judge, this app's settings)."""
     return judging.judge(value=value, history=history, direction=direction, threshold=threshold,
-                         incorrect=incorrect, min_history=conf.min_history())
+                         incorrect=incorrect, min_history=settings.BENCH_VERDICT_MIN_HISTORY)
 
 
 def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
-    metric = measurement.metric
+    metric, point = measurement.metric, series_point(measurement)
     threshold = threshold_for(benchmark=run.benchmark, metric=metric)
-    history, reset = baseline_points(run=run, metric=metric)
+    history, reset = baseline_points(run=run, metric=metric, point=point)
     fields = {"threshold": threshold, "baseline_runs": [p.run.id for p in history],
               "baseline_description": _describe(run, history, reset)}
     value = run_figure(measurement)
@@ -99,7 +113,8 @@ def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
         verdict["note"] = f"{moved}; compared only with runs on this one. {verdict.get('note', '')}".strip()
     if flagged := host_health_note(run):
         verdict["note"] = f"{flagged}. {verdict.get('note', '')}".strip()
-    shift = canary_shift(run=run, metric=metric, since=history[0].run.created_at) if history else None
+    # the canary measures the first point only
+    shift = canary_shift(run=run, metric=metric, since=history[0].run.created_at) if history and not point else None
     if shift is not None and verdict["kind"] in (Kind.REGRESSION, Kind.IMPROVEMENT):
         verdict["note"] = (f"the canary (a fixed commit) moved {shift.change * 100:+.1f}% on this host since the "
                            f"baseline: a host or environment change, not this code. {verdict['note']}").strip()
@@ -107,7 +122,7 @@ def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
 
 
 def _previous_correctness(run: Run) -> float | None:
-    comparable = Run.objects.filter(same_machine(run))
+    comparable = Run.objects.filter(same_machine(run), main_line_q(run.benchmark))
     return (Measurement.objects.filter(run__in=comparable, run__benchmark_id=run.benchmark_id, run__variant_id=run.variant_id,
                                        run__state=Run.State.SUCCEEDED,
                                        metric=contract.CORRECT, run__created_at__lt=run.created_at)
@@ -126,19 +141,24 @@ def _correctness_verdict(run: Run, measurement: Measurement) -> dict:
 
 
 def verdicts_compute(*, run: Run) -> list[Verdict]:
-    """Judge every metric of a succeeded run (idempotent: a second call replaces the verdicts)."""
+    """Judge every metric of a succeeded run at each of its workload points, each against its
+    point's series (idempotent: a second call replaces the verdicts)."""
     if run.state != Run.State.SUCCEEDED:
         return []
     incorrect = is_incorrect(run)
     wanted = set(judged_metrics()) | {contract.CORRECT}
     verdicts = []
     with transaction.atomic():
-        for measurement in run.measurements.filter(metric__in=wanted):
+        for measurement in Measurement.all_points.filter(run=run, metric__in=wanted):
+            point = series_point(measurement)
+            if measurement.metric == contract.CORRECT and point:
+                continue  # the output is judged once, at the first point
             if measurement.metric == contract.CORRECT:
                 fields = _correctness_verdict(run, measurement)
             else:
                 fields = _speed_verdict(run, measurement, incorrect)
-            fields["series_key"] = series_key(run)
-            verdict, _ = Verdict.objects.update_or_create(run=run, metric=measurement.metric, defaults=fields)
+            fields["series_key"] = series_key(run, point)
+            verdict, _ = Verdict.objects.update_or_create(run=run, metric=measurement.metric, point=point,
+                                                          defaults=fields)
             verdicts.append(verdict)
     return verdicts

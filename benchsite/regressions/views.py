@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from benchsite.bench.models import Benchmark
-from benchsite.bench.permissions import member_required
+from benchsite.bench.pages.permissions import member_required
 from runners import contract
 
 from . import selectors
@@ -13,13 +13,19 @@ from .bisection import BisectError, bisection_start
 from .changepoints import MarkError, changepoint_mark
 from .models import ChangePoint
 
+# The buttons that mark a change point: what each does, in words.
+MARK_WORDS = {ChangePoint.Status.EXPECTED: "Mark expected (restart the baseline)",
+              ChangePoint.Status.FALSE_ALARM: "Mark as a false alarm",
+              ChangePoint.Status.OPEN: "Reopen"}
+
 
 @require_GET
 def benchmark_changes(request, slug):
     benchmark = get_object_or_404(Benchmark, slug=slug)
     return render(request, "regressions/benchmark_changes.html", {
         "benchmark": benchmark, "change_points": selectors.benchmark_change_points(benchmark=benchmark),
-        "statuses": [ChangePoint.Status.EXPECTED, ChangePoint.Status.FALSE_ALARM, ChangePoint.Status.OPEN],
+        "statuses": [(s.value, MARK_WORDS[s]) for s in (ChangePoint.Status.EXPECTED, ChangePoint.Status.FALSE_ALARM,
+                                                         ChangePoint.Status.OPEN)],
         "bisections": selectors.benchmark_bisections(benchmark=benchmark),
         "variants": benchmark.variants.order_by("position"),
     })
@@ -31,7 +37,10 @@ def api_chart_marks(request, slug):
     metric = request.GET.get("metric", contract.DECODE_TOK_S)
     if metric not in contract.METRICS:
         return JsonResponse({"error": f"unknown metric {metric!r}"}, status=400)
-    return JsonResponse({"benchmark": slug, "metric": metric, **selectors.chart_marks(benchmark=benchmark, metric=metric)})
+    point = request.GET.get("point", "")
+    point = "" if point == benchmark.default_point else point  # the first point's marks are keyed ""
+    return JsonResponse({"benchmark": slug, "metric": metric,
+                         **selectors.chart_marks(benchmark=benchmark, metric=metric, point=point)})
 
 
 @member_required

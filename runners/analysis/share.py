@@ -1,4 +1,4 @@
-"""The allreduce share of a decode step, triangulated (DESIGN.md, "The probes"):
+"""The allreduce share of a decode step, triangulated (docs/methods/allreduce-share.md):
 
 * profiler: calls per step, us per call and share per rank from vLLM's torch profiler;
 * analytic: calls per step x the comm probe's per-call latency at the model's hidden size,
@@ -7,11 +7,9 @@
 * A/B (ladder steps that change only a comm setting) is computed by the service, which sees
   the whole batch.
 
-This module turns the probes' raw results into measurements and flags disagreement.
+This module turns the probes' raw results into measurements and flags disagreement (pure
+computation: the comm probe's point is measured by runners/probes/comm/latency.py).
 """
-import json
-from pathlib import Path
-
 from runners import contract
 from runners.contract import measurement
 
@@ -19,80 +17,6 @@ from .analyze import decompose
 
 # Profiler and analytic shares further apart than this (absolute) are flagged.
 DISAGREEMENT = 0.10
-DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
-
-
-def model_config(model: str) -> dict | None:
-    path = Path(model) / "config.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def comm_dtype(config: dict, engine_args: list[str]) -> str:
-    """The activation dtype: `--dtype` when given, else the model's."""
-    if "--dtype" in engine_args and engine_args.index("--dtype") + 1 < len(engine_args):
-        name = engine_args[engine_args.index("--dtype") + 1]
-    else:
-        name = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
-    return DTYPE_SHORT.get(name.replace("torch.", ""), "bf16")
-
-
-def comm_latency(*, tensor_parallel_size: int, hidden_size: int, dtype: str, env: dict, graph: bool,
-                 config: dict | None = None, custom_allreduce: bool = False) -> dict:
-    """The per-call allreduce cost of a decode step, from the comm probe, before the engine starts.
-
-    With CUDA graphs on GPUs and a model config: the interleaved mode's marginal cost inside a
-    proxy step of the model's own GEMV sizes (it tracks the A/B marginal cost; an allreduce
-    timed alone does not). Otherwise, or when that fails: the plain sweep's point at one
-    token's hidden state (graph or eager), with a note saying why.
-
-    `custom_allreduce`: the engine reduces with vLLM's custom kernel (TP on NVLink, not turned
-    off), so the interleaved mode times that kernel; where it cannot (no vLLM beside the probe,
-    or vLLM turns it off on this host), NCCL's figure is used and a note says so."""
-    import os
-
-    proto = env.get("NCCL_PROTO", os.environ.get("NCCL_PROTO", "default"))
-    notes = []
-    if graph and config:
-        for candidate in (["custom"] if custom_allreduce else []) + [proto]:
-            try:
-                point = _interleaved_point(tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-                                           proto=candidate, config=config)
-                return {**point, "notes": notes + point["notes"]}
-            except Exception as e:  # noqa: BLE001 - fall back to the next method, and say why
-                notes.append(f"interleaved mode ({candidate}) unavailable: {type(e).__name__}: {str(e)[-500:]}")
-        notes.append("plain sweep used")
-    point = _sweep_point(tensor_parallel_size=tensor_parallel_size, hidden_size=hidden_size, dtype=dtype,
-                         proto=proto, graph=graph)
-    return {**point, "notes": notes + point["notes"]}
-
-
-def _interleaved_point(*, tensor_parallel_size: int, dtype: str, proto: str, config: dict) -> dict:
-    from runners.probes.comm_interleaved import run_interleaved
-
-    doc = run_interleaved(backend="nccl", world_size=tensor_parallel_size, model_config=config,
-                          dtype=dtype, protos=[proto], iters=60, warmup=5, graph=True,
-                          timeout_s=300)
-    if not doc["results"]:
-        raise RuntimeError(f"no result: {doc.get('notes')}")
-    row = doc["results"][0]
-    return {"us_per_call": row["us"], "mode": "interleaved", "bytes": row["bytes"], "proto": proto,
-            "backend": doc["backend"], "step_us_with": row["step_us_with"],
-            "step_us_without": row["step_us_without"], "calls": row["calls"], "layers": doc["layers"],
-            "gemv_bytes": doc["gemv_bytes"], "notes": doc.get("notes", [])}
-
-
-def _sweep_point(*, tensor_parallel_size: int, hidden_size: int, dtype: str, proto: str, graph: bool) -> dict:
-    from runners.probes.comm import DTYPES, run_sweep
-
-    size = hidden_size * DTYPES[dtype][1]
-    doc = run_sweep(world_size=tensor_parallel_size, sizes=[size], dtype=dtype, protos=[proto],
-                    iters=50, warmup=10, graph=graph, timeout_s=300)
-    modes = {r["mode"]: r for r in doc["results"]}
-    chosen = modes.get("graph" if graph else "eager") or modes.get("eager")
-    if chosen is None:
-        raise RuntimeError(f"comm probe gave no result: {doc.get('notes')}")
-    return {"us_per_call": chosen["us"], "mode": chosen["mode"], "bytes": size, "proto": proto,
-            "backend": doc["backend"], "notes": doc.get("notes", [])}
 
 
 def share_measurements(*, decode_tok_s: float, profile: dict | None, comm: dict | None) -> list[dict]:
@@ -153,3 +77,18 @@ def headline_ceiling(decode_tok_s: float, shares: dict) -> dict | None:
     return {"tok_s": by_method[method], "from": method, "share": shares[method],
             "meaning": f"decode tok/s if allreduce were free, from the {method} share (allreduce_share's headline)",
             "by_method": by_method}
+
+
+def with_headline_ceiling(measurements: list[dict]) -> list[dict]:
+    """The measurements with `ceiling_tok_s` recomputed from the headline share (headline_ceiling),
+    for results written before the ceiling followed it; unchanged when they lack the inputs."""
+    by_name = {m["metric"]: m for m in measurements}
+    if contract.CEILING_TOK_S not in by_name or contract.DECODE_TOK_S not in by_name:
+        return measurements
+    shares = {"profiler": by_name.get(contract.ALLREDUCE_SHARE, {}).get("value"),
+              "analytic": by_name.get(contract.ALLREDUCE_SHARE_ANALYTIC, {}).get("value")}
+    ceiling = headline_ceiling(by_name[contract.DECODE_TOK_S]["value"], shares)
+    if ceiling is None:
+        return measurements
+    return [measurement(contract.CEILING_TOK_S, ceiling["tok_s"], details=ceiling)
+            if m["metric"] == contract.CEILING_TOK_S else m for m in measurements]

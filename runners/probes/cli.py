@@ -1,25 +1,32 @@
-"""`python -m runners probe decode --base-url URL --model NAME --max-tokens N --repeats R --json`
+"""`python -m runners probe decode --base-url URL --model NAME --max-tokens N --repeats R
+[--concurrency C] [--prompt-tokens P] --json`
 
-Prints one JSON object (with --json) or a short summary. Exit status: 0 measured, 2 when the
-server's answer could not be measured (ProbeError; the reason goes to stderr).
+Prints one JSON object (with --json) or a short summary (runners.probes.streams.measure_point).
+Exit status: 0 measured, 2 for bad arguments (concurrency outside 1..1024, say: before any
+request) or when the server's answer could not be measured (ProbeError); the reason goes to stderr.
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from runners.probes.decode import DEFAULT_PROMPT, ProbeError, measure_decode
+from runners.probes.decode import DEFAULT_PROMPT, ProbeError
+from runners.probes.streams import MAX_CONCURRENCY, measure_point
 
 
 def add_arguments(parser):
     sub = parser.add_subparsers(dest="probe", required=True, metavar="PROBE")
-    p = sub.add_parser("decode", help="single-request streamed greedy decode tok/s, TTFT, ITL")
+    p = sub.add_parser("decode", help="streamed greedy decode tok/s, TTFT, ITL, at concurrency 1 or more")
     p.add_argument("--base-url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", required=True, help="model name as served")
     p.add_argument("--max-tokens", type=int, required=True)
     p.add_argument("--repeats", type=int, required=True)
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--prompt", default=DEFAULT_PROMPT)
+    p.add_argument("--concurrency", type=int, default=1,
+                   help=f"streams started at once in each repeat, 1 to {MAX_CONCURRENCY} (default 1)")
+    p.add_argument("--prompt-tokens", type=int, default=None,
+                   help="cut the prompt to exactly this many tokens with the server's /tokenize")
+    p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt (with --prompt-tokens: the seed text)")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds to wait for the server at any one point (default 120)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -30,9 +37,10 @@ def main(args) -> int:
         print(f"unknown probe {args.probe!r}", file=sys.stderr)
         return 2
     try:
-        result = measure_decode(base_url=args.base_url, model=args.model, prompt=args.prompt,
-                                max_tokens=args.max_tokens, repeats=args.repeats,
-                                warmup=args.warmup, timeout_s=args.timeout)
+        result = measure_point(base_url=args.base_url, model=args.model, prompt=args.prompt,
+                               max_tokens=args.max_tokens, repeats=args.repeats, warmup=args.warmup,
+                               concurrency=args.concurrency, prompt_tokens=args.prompt_tokens,
+                               timeout_s=args.timeout)
     except ProbeError as e:
         print(f"decode probe failed: {e.message}", file=sys.stderr)
         if e.received is not None:
@@ -44,14 +52,18 @@ def main(args) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        itl = result["itl_ms"]
-        ci = result["decode_tok_s_ci"]
-        print(f"decode {result['decode_tok_s']:.2f} tok/s (CI {ci[0]:.2f}..{ci[1]:.2f}, "
-              f"{len(result['samples'])} repeats), TTFT {result['ttft_ms']:.2f} ms, "
-              f"ITL p50/p90/p99 {itl['p50']:.3f}/{itl['p90']:.3f}/{itl['p99']:.3f} ms")
-        if "server_itl_ms_mean" in result:
-            print(f"server mean ITL {result['server_itl_ms_mean']:.3f} ms vs client "
-                  f"{result['client_itl_ms_mean']:.3f} ms (relative difference {result['server_agreement']:.1%})")
-        for w in result["warnings"]:
-            print(f"warning: {w}")
+        _print_summary(result)
     return 0
+
+
+def _print_summary(result: dict) -> None:
+    itl, ci = result["itl_ms"], result["decode_tok_s_ci"]
+    print(f"decode {result['decode_tok_s']:.2f} tok/s per stream (CI {ci[0]:.2f}..{ci[1]:.2f}, "
+          f"{len(result['streams'])} streams at concurrency {result['concurrency']}), slowest "
+          f"{result['slowest_stream_tok_s']:.2f}, aggregate {result['aggregate_tok_s'] or 0:.2f} tok/s, "
+          f"TTFT {result['ttft_ms']:.2f} ms, ITL p50/p90/p99 {itl['p50']:.3f}/{itl['p90']:.3f}/{itl['p99']:.3f} ms")
+    if "server_itl_ms_mean" in result:
+        print(f"server mean ITL {result['server_itl_ms_mean']:.3f} ms vs client "
+              f"{result['client_itl_ms_mean']:.3f} ms (relative difference {result['server_agreement']:.1%})")
+    for w in result["warnings"]:
+        print(f"warning: {w}")

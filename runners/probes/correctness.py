@@ -45,10 +45,10 @@ ones by a few 0.01 up to ~0.3 nats through a deep model; measured on the tiny fl
 top-1 vs top-2 gaps over 128 greedy steps are 0.002-0.1 nats at the closest ten positions
 and 0.65 nats at the median, so flips by noise happen exactly at those near-ties. A real
 corruption changes the distribution: on the tiny model, doubling one RMSNorm output puts the
-reference token at rank ~1000, 9 nats behind (tests/correctness). MAX_RANK = 5 matches the
+reference token at rank ~1000, 9 nats behind (tests/runners/probes/test_correctness.py). MAX_RANK = 5 matches the
 `logprobs: 5` the probe requests (vLLM's default cap is 20). NO_LOGPROBS_MIN_MATCH = 8:
 corruption almost always diverges at the first token or within a few (the whole distribution
-moved), drift after dozens on real models (DESIGN.md: eager vs graph "after a few dozen
+moved), drift after dozens on real models (docs/reference-figures.md: eager vs graph "after a few dozen
 tokens"); 8 keeps bf16 near-ties early in the output from being called garbage while
 catching immediate divergence; the verdict says it is the weaker one.
 
@@ -64,6 +64,7 @@ import json
 import math
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -273,6 +274,112 @@ def _greedy_violations(norm: list | None) -> list[int]:
 
 # --------------------------------------------------------------------------- compare
 
+@dataclass
+class _Pair:
+    """What compare_outputs knows about the two outputs before it judges them."""
+    ref_ids: list[int]
+    cand_ids: list[int]
+    ref_lp: list | None
+    cand_lp: list | None
+    match_len: int
+    first_div: int | None
+    deg_cand: dict
+    deg_ref: dict
+    thresholds: dict
+    warnings: list[str] = field(default_factory=list)
+    drift: dict = field(default_factory=dict)
+    cand_ev: dict | None = None
+    ref_ev: dict | None = None
+
+    @property
+    def n(self) -> int:
+        return min(len(self.ref_ids), len(self.cand_ids))
+
+
+def _pair(reference: dict, candidate: dict, thresholds: dict) -> _Pair:
+    if not isinstance(reference, dict) or not isinstance(candidate, dict):
+        raise CorrectnessError("reference and candidate must be dicts with 'token_ids'")
+    ref_ids = _check_ids(_ids_of(reference), "reference.token_ids")
+    cand_ids = _check_ids(_ids_of(candidate), "candidate.token_ids")
+    n = min(len(ref_ids), len(cand_ids))
+    match_len = next((i for i in range(n) if ref_ids[i] != cand_ids[i]), n)
+    return _Pair(ref_ids=ref_ids, cand_ids=cand_ids,
+                 ref_lp=normalize_logprobs(ref_ids, reference.get("logprobs")),
+                 cand_lp=normalize_logprobs(cand_ids, candidate.get("logprobs")),
+                 match_len=match_len, first_div=None if ref_ids == cand_ids else match_len,
+                 deg_cand=degenerate_output(cand_ids), deg_ref=degenerate_output(ref_ids), thresholds=thresholds)
+
+
+def _prefix_drift(p: _Pair) -> None:
+    """Logprob drift over the matched prefix (same context, same chosen token)."""
+    diffs = []
+    if p.ref_lp and p.cand_lp:
+        for i in range(min(p.match_len, len(p.ref_lp), len(p.cand_lp))):
+            a, b = p.ref_lp[i], p.cand_lp[i]
+            if a and b and a["chosen_lp"] is not None and b["chosen_lp"] is not None \
+                    and math.isfinite(a["chosen_lp"]) and math.isfinite(b["chosen_lp"]):
+                diffs.append(abs(a["chosen_lp"] - b["chosen_lp"]))
+    p.drift = {
+        "prefix_positions": len(diffs),
+        "prefix_mean_abs_diff": (sum(diffs) / len(diffs)) if diffs else None,
+        "prefix_max_abs_diff": max(diffs) if diffs else None,
+        "ref_logprobs": p.ref_lp is not None,
+        "cand_logprobs": p.cand_lp is not None,
+    }
+    if diffs and p.drift["prefix_mean_abs_diff"] > PREFIX_WARN_NATS:
+        p.warnings.append(f"chosen-token logprobs differ by {p.drift['prefix_mean_abs_diff']:.3f} nats on average "
+                          f"over the {len(diffs)} matching tokens (> {PREFIX_WARN_NATS}): the distribution "
+                          "moved even where the greedy tokens agree")
+
+
+def _divergence_evidence(p: _Pair) -> None:
+    """Where each side's token stands in the other's distribution at the first divergence."""
+    if p.first_div is None or p.first_div >= p.n:
+        return
+    d = p.first_div
+    rpos = p.ref_lp[d] if p.ref_lp and d < len(p.ref_lp) else None
+    cpos = p.cand_lp[d] if p.cand_lp and d < len(p.cand_lp) else None
+    p.cand_ev = _side_evidence(cpos, ("id", p.ref_ids[d]), rpos["chosen_text"] if rpos else None)
+    p.ref_ev = _side_evidence(rpos, ("id", p.cand_ids[d]), cpos["chosen_text"] if cpos else None)
+    if p.cand_ev:
+        ev = p.cand_ev
+        p.drift.update({"ref_token_logprob_in_cand": ev["logprob"], "ref_token_rank_in_cand": ev["rank"],
+                        "ref_token_in_cand_top_k": ev["in_top_k"], "cand_top_k": ev["top_k"],
+                        "gap_cand": ev["gap"], "gap_cand_at_least": ev.get("gap_at_least"),
+                        "cand_chosen_logprob": ev["chosen_logprob"]})
+    if p.ref_ev:
+        ev = p.ref_ev
+        p.drift.update({"cand_token_logprob_in_ref": ev["logprob"], "cand_token_rank_in_ref": ev["rank"],
+                        "cand_token_in_ref_top_k": ev["in_top_k"], "ref_top_k": ev["top_k"],
+                        "gap_ref": ev["gap"], "gap_ref_at_least": ev.get("gap_at_least"),
+                        "ref_chosen_logprob": ev["chosen_logprob"]})
+
+
+def _result(p: _Pair, viol_cand: list[int], verdict: str, evidence: str, reason: str) -> dict:
+    div = None
+    if p.first_div is not None:
+        lo = max(0, p.first_div - 3)
+        div = {"position": p.first_div, "ref_tokens": p.ref_ids[lo:p.first_div + 4],
+               "cand_tokens": p.cand_ids[lo:p.first_div + 4], "from": lo}
+    return _jsonable({
+        "verdict": verdict,
+        "correct": verdict != "incorrect",
+        "evidence": evidence,
+        "match_len": p.match_len,
+        "first_divergence": p.first_div,
+        "length_ref": len(p.ref_ids),
+        "length_cand": len(p.cand_ids),
+        "logprob_drift": p.drift,
+        "degenerate": p.deg_cand,
+        "degenerate_reference": p.deg_ref,
+        "greedy_violations_cand": viol_cand[:20],
+        "reason": reason,
+        "warnings": p.warnings,
+        "divergence": div,
+        "thresholds": p.thresholds,
+    })
+
+
 def compare_outputs(reference: dict, candidate: dict, *, max_gap_nats: float = MAX_GAP_NATS,
                     max_rank: int = MAX_RANK, min_match_without_logprobs: int = NO_LOGPROBS_MIN_MATCH) -> dict:
     """Judge CANDIDATE's greedy output against REFERENCE's (see the module doc for the rules).
@@ -282,143 +389,74 @@ def compare_outputs(reference: dict, candidate: dict, *, max_gap_nats: float = M
     length_cand, logprob_drift, degenerate (candidate), degenerate_reference, reason,
     warnings, divergence (tokens around it), thresholds.
     """
-    if not isinstance(reference, dict) or not isinstance(candidate, dict):
-        raise CorrectnessError("reference and candidate must be dicts with 'token_ids'")
-    ref_ids = _check_ids(_ids_of(reference), "reference.token_ids")
-    cand_ids = _check_ids(_ids_of(candidate), "candidate.token_ids")
-    ref_lp = normalize_logprobs(ref_ids, reference.get("logprobs"))
-    cand_lp = normalize_logprobs(cand_ids, candidate.get("logprobs"))
-    n_ref, n_cand = len(ref_ids), len(cand_ids)
-    n = min(n_ref, n_cand)
-    match_len = next((i for i in range(n) if ref_ids[i] != cand_ids[i]), n)
-    identical = ref_ids == cand_ids
-    first_div = None if identical else match_len
+    p = _pair(reference, candidate, {"max_gap_nats": max_gap_nats, "max_rank": max_rank,
+                                     "min_match_without_logprobs": min_match_without_logprobs})
+    _prefix_drift(p)
+    _divergence_evidence(p)
+    viol_cand = _greedy_violations(p.cand_lp)
+    verdict = _judge(p, viol_cand, _greedy_violations(p.ref_lp))
+    return _result(p, viol_cand, *verdict)
 
-    deg_cand = degenerate_output(cand_ids)
-    deg_ref = degenerate_output(ref_ids)
-    warnings: list[str] = []
 
-    # logprob drift over the matched prefix (same context, same chosen token)
-    diffs = []
-    if ref_lp and cand_lp:
-        for i in range(min(match_len, len(ref_lp), len(cand_lp))):
-            a, b = ref_lp[i], cand_lp[i]
-            if a and b and a["chosen_lp"] is not None and b["chosen_lp"] is not None \
-                    and math.isfinite(a["chosen_lp"]) and math.isfinite(b["chosen_lp"]):
-                diffs.append(abs(a["chosen_lp"] - b["chosen_lp"]))
-    drift: dict[str, Any] = {
-        "prefix_positions": len(diffs),
-        "prefix_mean_abs_diff": (sum(diffs) / len(diffs)) if diffs else None,
-        "prefix_max_abs_diff": max(diffs) if diffs else None,
-        "ref_logprobs": ref_lp is not None,
-        "cand_logprobs": cand_lp is not None,
-    }
-    if diffs and drift["prefix_mean_abs_diff"] > PREFIX_WARN_NATS:
-        warnings.append(f"chosen-token logprobs differ by {drift['prefix_mean_abs_diff']:.3f} nats on average "
-                        f"over the {len(diffs)} matching tokens (> {PREFIX_WARN_NATS}): the distribution "
-                        "moved even where the greedy tokens agree")
-
-    # evidence at the divergence
-    cand_ev = ref_ev = None
-    if first_div is not None and first_div < n:
-        d = first_div
-        rpos = ref_lp[d] if ref_lp and d < len(ref_lp) else None
-        cpos = cand_lp[d] if cand_lp and d < len(cand_lp) else None
-        cand_ev = _side_evidence(cpos, ("id", ref_ids[d]), rpos["chosen_text"] if rpos else None)
-        ref_ev = _side_evidence(rpos, ("id", cand_ids[d]), cpos["chosen_text"] if cpos else None)
-        if cand_ev:
-            drift.update({"ref_token_logprob_in_cand": cand_ev["logprob"], "ref_token_rank_in_cand": cand_ev["rank"],
-                          "ref_token_in_cand_top_k": cand_ev["in_top_k"], "cand_top_k": cand_ev["top_k"],
-                          "gap_cand": cand_ev["gap"], "gap_cand_at_least": cand_ev.get("gap_at_least"),
-                          "cand_chosen_logprob": cand_ev["chosen_logprob"]})
-        if ref_ev:
-            drift.update({"cand_token_logprob_in_ref": ref_ev["logprob"], "cand_token_rank_in_ref": ref_ev["rank"],
-                          "cand_token_in_ref_top_k": ref_ev["in_top_k"], "ref_top_k": ref_ev["top_k"],
-                          "gap_ref": ref_ev["gap"], "gap_ref_at_least": ref_ev.get("gap_at_least"),
-                          "ref_chosen_logprob": ref_ev["chosen_logprob"]})
-
-    viol_cand = _greedy_violations(cand_lp)
-    viol_ref = _greedy_violations(ref_lp)
-
-    def result(verdict: str, evidence: str, reason: str) -> dict:
-        div = None
-        if first_div is not None:
-            lo = max(0, first_div - 3)
-            div = {"position": first_div, "ref_tokens": ref_ids[lo:first_div + 4],
-                   "cand_tokens": cand_ids[lo:first_div + 4], "from": lo}
-        return _jsonable({
-            "verdict": verdict,
-            "correct": verdict != "incorrect",
-            "evidence": evidence,
-            "match_len": match_len,
-            "first_divergence": first_div,
-            "length_ref": n_ref,
-            "length_cand": n_cand,
-            "logprob_drift": drift,
-            "degenerate": deg_cand,
-            "degenerate_reference": deg_ref,
-            "greedy_violations_cand": viol_cand[:20],
-            "reason": reason,
-            "warnings": warnings,
-            "divergence": div,
-            "thresholds": {"max_gap_nats": max_gap_nats, "max_rank": max_rank,
-                           "min_match_without_logprobs": min_match_without_logprobs},
-        })
-
-    if identical:
-        return result("identical", "ids", f"all {n_ref} greedy token ids are identical")
+def _judge(p: _Pair, viol_cand: list[int], viol_ref: list[int]) -> tuple[str, str, str]:
+    """(verdict, evidence, reason) by the module doc's rules, in order."""
+    n_ref, n_cand, n, match_len = len(p.ref_ids), len(p.cand_ids), p.n, p.match_len
+    if p.first_div is None:
+        return "identical", "ids", f"all {n_ref} greedy token ids are identical"
     if n_ref != n_cand:
-        prefix = match_len == n
         what = "shorter" if n_cand < n_ref else "longer"
-        return result("incorrect", "length",
-                      f"candidate produced {n_cand} tokens, reference {n_ref}: {what} output"
-                      + (f" (the first {n} agree)" if prefix else f", diverging at token {match_len}"))
-    if deg_cand["degenerate"] and not deg_ref["degenerate"]:
-        return result("incorrect", "degenerate",
-                      f"candidate output is degenerate ({deg_cand['kind']}: {deg_cand['detail']}) and the "
-                      f"reference's is not; first divergence at token {first_div}")
+        return ("incorrect", "length",
+                f"candidate produced {n_cand} tokens, reference {n_ref}: {what} output"
+                + (f" (the first {n} agree)" if match_len == n else f", diverging at token {match_len}"))
+    if p.deg_cand["degenerate"] and not p.deg_ref["degenerate"]:
+        return ("incorrect", "degenerate",
+                f"candidate output is degenerate ({p.deg_cand['kind']}: {p.deg_cand['detail']}) and the "
+                f"reference's is not; first divergence at token {p.first_div}")
     if viol_cand and not viol_ref:
-        return result("incorrect", "greedy",
-                      f"candidate did not pick its own most likely token at {len(viol_cand)} position(s) "
-                      f"(first {viol_cand[0]}) under greedy decoding: a sampling bug")
-    if deg_cand["degenerate"] and deg_ref["degenerate"]:
-        warnings.append("reference and candidate are both degenerate: degeneracy does not decide the verdict")
-
-    d = first_div
-    sides = [(name, ev, gap_key) for name, ev, gap_key in (("candidate", cand_ev, "ref"), ("reference", ref_ev, "cand"))
-             if ev is not None]
+        return ("incorrect", "greedy",
+                f"candidate did not pick its own most likely token at {len(viol_cand)} position(s) "
+                f"(first {viol_cand[0]}) under greedy decoding: a sampling bug")
+    if p.deg_cand["degenerate"] and p.deg_ref["degenerate"]:
+        p.warnings.append("reference and candidate are both degenerate: degeneracy does not decide the verdict")
+    sides = [(name, ev) for name, ev in (("candidate", p.cand_ev), ("reference", p.ref_ev)) if ev is not None]
     if sides:
-        failing = []
-        for name, ev, _ in sides:
-            ok = ev["in_top_k"] and ev["rank"] is not None and ev["rank"] <= max_rank and ev["gap"] <= max_gap_nats
-            if not ok:
-                failing.append((name, ev))
-        rt, ct = ref_ids[d], cand_ids[d]
-        if not failing:
-            desc = "; ".join(f"in the {name}'s distribution the other token is rank {ev['rank']}, "
-                             f"{ev['gap']:.3f} nats behind" for name, ev, _ in sides)
-            return result("drift", "logprobs",
-                          f"numerical drift: diverges at token {d} of {n} (reference {rt}, candidate {ct}) at a "
-                          f"near-tie ({desc}; limits: rank <= {max_rank}, gap <= {max_gap_nats} nats)")
-        name, ev = failing[0]
-        other = "reference" if name == "candidate" else "candidate"
-        if not ev["in_top_k"]:
-            where = (f"the {other}'s token {rt if other == 'reference' else ct} is not in the {name}'s top "
-                     f"{ev['top_k']} (at least {ev['gap_at_least']:.2f} nats behind its choice)")
-        else:
-            where = (f"the {other}'s token {rt if other == 'reference' else ct} is rank {ev['rank']} in the "
-                     f"{name}'s distribution, {ev['gap']:.2f} nats behind its choice")
-        return result("incorrect", "logprobs",
-                      f"diverges at token {d} of {n} where {where}: not a near-tie "
-                      f"(limits: rank <= {max_rank}, gap <= {max_gap_nats} nats), so not numerical drift")
+        return _judge_by_logprobs(p, sides)
     # no logprobs at the divergence: the weaker rule on the match length
-    if match_len >= min_match_without_logprobs:
-        return result("drift", "match_length",
-                      f"diverges at token {d} of {n} after {match_len} matching tokens; no logprobs to check "
-                      f"the divergence, so judged by match length (>= {min_match_without_logprobs}): a weaker verdict")
-    return result("incorrect", "match_length",
-                  f"diverges at token {d} of {n}, within the first {min_match_without_logprobs} tokens; no "
-                  "logprobs to check the divergence, so judged by match length: a weaker verdict")
+    d, least = p.first_div, p.thresholds["min_match_without_logprobs"]
+    if match_len >= least:
+        return ("drift", "match_length",
+                f"diverges at token {d} of {n} after {match_len} matching tokens; no logprobs to check "
+                f"the divergence, so judged by match length (>= {least}): a weaker verdict")
+    return ("incorrect", "match_length",
+            f"diverges at token {d} of {n}, within the first {least} tokens; no "
+            "logprobs to check the divergence, so judged by match length: a weaker verdict")
+
+
+def _judge_by_logprobs(p: _Pair, sides: list[tuple[str, dict]]) -> tuple[str, str, str]:
+    """Drift when the other side's token is a near-tie in every distribution seen, else incorrect."""
+    d, n = p.first_div, p.n
+    max_rank, max_gap_nats = p.thresholds["max_rank"], p.thresholds["max_gap_nats"]
+    failing = [(name, ev) for name, ev in sides
+               if not (ev["in_top_k"] and ev["rank"] is not None and ev["rank"] <= max_rank
+                       and ev["gap"] <= max_gap_nats)]
+    rt, ct = p.ref_ids[d], p.cand_ids[d]
+    if not failing:
+        desc = "; ".join(f"in the {name}'s distribution the other token is rank {ev['rank']}, "
+                         f"{ev['gap']:.3f} nats behind" for name, ev in sides)
+        return ("drift", "logprobs",
+                f"numerical drift: diverges at token {d} of {n} (reference {rt}, candidate {ct}) at a "
+                f"near-tie ({desc}; limits: rank <= {max_rank}, gap <= {max_gap_nats} nats)")
+    name, ev = failing[0]
+    other = "reference" if name == "candidate" else "candidate"
+    if not ev["in_top_k"]:
+        where = (f"the {other}'s token {rt if other == 'reference' else ct} is not in the {name}'s top "
+                 f"{ev['top_k']} (at least {ev['gap_at_least']:.2f} nats behind its choice)")
+    else:
+        where = (f"the {other}'s token {rt if other == 'reference' else ct} is rank {ev['rank']} in the "
+                 f"{name}'s distribution, {ev['gap']:.2f} nats behind its choice")
+    return ("incorrect", "logprobs",
+            f"diverges at token {d} of {n} where {where}: not a near-tie "
+            f"(limits: rank <= {max_rank}, gap <= {max_gap_nats} nats), so not numerical drift")
 
 
 # --------------------------------------------------------------------------- engine I/O

@@ -38,14 +38,25 @@ What is measured (one request at a time; `warmup` unmeasured requests first):
 - Held-back start: when a server (or a proxy) does not set TCP_NODELAY, its first small
   writes wait for the client's delayed ACK (about 40 ms on loopback) and then arrive in one
   burst, so the first chunk's arrival is late and the burst's tokens look decoded in no
-  time (+17% at 2 ms/token with a first token after 5 ms). Such a burst puts tokens ahead of
-  the stream's steady pace (steady_window): the decode window then starts at the second
-  chunk after it (the first may still wait for the burst's ACK) and counts only the tokens
-  after that chunk. Likewise a burst at the very end moves the window's end
-  back. A repeat whose remaining window is too short (< HELD_MIN_WINDOW_TOKENS) is flagged
-  `held_back` instead of being measured. The window's ends are recorded
-  per sample (`held_back`), and the TTFT of such a repeat (late by the hold) is flagged too.
-- Trap from ENGINE-NOTES: sometimes every chunk arrives at once at the end, which makes the
+  time (+17% at 2 ms/token with a first token after 5 ms). Such a burst is a run of chunks
+  from the first that arrived together, far faster than the stream's pace, with a first chunk
+  late against the pace after it (steady_window): the
+  decode window then starts at the second chunk after it (the first may still wait for the
+  burst's ACK) and counts only the tokens after that chunk. Likewise a burst at the very end
+  moves the window's end back. A pace that drifts along the stream has no such run and is timed
+  whole. A repeat whose remaining window is too short (< HELD_MIN_WINDOW_TOKENS) is flagged
+  `held_back` instead of being measured. The window's ends are recorded per sample
+  (`held_back`), beside the whole stream's rate (`whole_stream_tok_s`), and the TTFT of such a
+  repeat (late by the hold) is flagged too.
+- The engine's own view of each repeat: while /metrics answers it is read between repeats, and
+  each sample carries the engine's mean ITL over its request (`server_itl_ms`).
+- The host: before each repeat a fixed loop is timed and the CPU time stolen by a hypervisor is
+  read (runners.probes.host; `host_loop_ms`, `host_steal` per sample, `host` in the result).
+  When the repeats spread by more than 5% while the host's speed varied beyond its limits,
+  `warnings` says so: an eager engine is launch-bound and follows the host's CPU, so such a
+  run's spread is the host's (a CUDA-graph decode keeps its pace: 0.02% on an H200 whose loop
+  time doubled).
+- Trap seen on CPU engines (docs/engine-notes.md): every chunk can arrive at once at the end, making the
   client tok/s absurd. Such repeats are flagged `suspect` ("burst"), kept out of every
   statistic, and reported in `warnings` (as is disagreement with the server).
 - Flags: each sample carries `flag` ('' clean, else `burst` / `held_back` / `no_rate`, or
@@ -71,6 +82,7 @@ from typing import Any
 import httpx
 
 from runners.analysis import stats
+from runners.probes import host
 from runners.probes.client import CompletionClient, ProbeError, clip  # noqa: F401 (ProbeError: public here too)
 from runners.probes.metrics import hist_delta, scrape_server_metrics, settled_metrics  # noqa: F401
 
@@ -93,6 +105,13 @@ BURST_MIN_CHUNKS = 4
 HELD_MIN_LATE_S = 0.004
 HELD_MIN_TOKENS = 0.5
 HELD_MIN_WINDOW_TOKENS = 4
+# A chunk arrived "together" with the one before it when its gap is under this fraction of one
+# token's time at the stream's pace, whatever it carries. Only such chunks can put a stream ahead
+# of its pace: a hold releases its chunks at once, while a pace that drifts (an eager engine's
+# steps slow down or speed up along the stream, by 30-40% seen) never brings a gap near half the
+# pace, and a chunk of two tokens one step after the last (vLLM's final chunk on an H200) is late
+# by a step, not early.
+HELD_TOGETHER_FRACTION = 0.5
 # Clean repeats wanted (at most `repeats`) and the extra requests allowed to get them.
 MIN_CLEAN_REPEATS = 3
 MAX_EXTRA_REPEATS = 5
@@ -129,6 +148,7 @@ class _Tally:
         self.finish_reason = None
         self.server_request_metrics = None
         self.count_sources: set[str] = set()
+        self.response_id: str | None = None  # the server's completion id (vLLM: cmpl-...), to match its logs
 
     def so_far(self) -> str:
         return f"{self.n_tokens} of {self.max_tokens} tokens received in {len(self.chunks)} chunks"
@@ -136,6 +156,8 @@ class _Tally:
     def add(self, t: float, obj: dict, index: int) -> None:
         """Count the tokens of one SSE event that arrived at T."""
         choices = obj.get("choices")
+        if self.response_id is None and isinstance(obj.get("id"), str):
+            self.response_id = obj["id"]
         if not isinstance(choices, list):
             raise ProbeError(f"SSE event #{index} has no 'choices' list", received=_raw(obj))
         usage = obj.get("usage")
@@ -204,6 +226,7 @@ def _stream_once(api: CompletionClient, body: dict, timeout_s: float) -> dict:
         "prompt_tokens": (tally.final_usage or {}).get("prompt_tokens"),
         "count_sources": sorted(tally.count_sources),
         "server_request_metrics": tally.server_request_metrics,
+        "response_id": tally.response_id,
     }
 
 
@@ -236,6 +259,8 @@ def _analyze(rec: dict) -> dict:
     window = chunks[hi]["t"] - chunks[lo]["t"]
     tokens = sum(c["k"] for c in chunks[lo + 1:hi + 1])  # the tokens that arrived inside the window
     decode_tok_s = tokens / window if tokens > 0 and window > 0 else None
+    whole = chunks[-1]["t"] - chunks[0]["t"]
+    whole_tokens = n - chunks[0]["k"]
     itl: list[float] = []
     for prev, cur in zip(chunks[lo:hi], chunks[lo + 1:hi + 1]):
         itl.extend([(cur["t"] - prev["t"]) / cur["k"]] * cur["k"])
@@ -247,6 +272,7 @@ def _analyze(rec: dict) -> dict:
     ids = _ids_of(chunks)
     return {
         "decode_tok_s": decode_tok_s,
+        "whole_stream_tok_s": whole_tokens / whole if whole_tokens > 0 and whole > 0 else None,
         "ttft_ms": (chunks[0]["t"] - t_send) * 1e3,
         "n_tokens": n,
         "chunks": len(chunks),
@@ -261,6 +287,7 @@ def _analyze(rec: dict) -> dict:
         "ids": ids,
         "text": "".join(c["text"] for c in chunks),
         "server_request_metrics": rec["server_request_metrics"],
+        "response_id": rec.get("response_id"),
         "prompt_tokens": rec["prompt_tokens"],
         "count_sources": rec["count_sources"],
     }
@@ -269,29 +296,32 @@ def _analyze(rec: dict) -> dict:
 def steady_window(chunks: list[dict]) -> tuple[int, int]:
     """Indices (lo, hi) of the chunks whose arrivals are real; (0, len - 1) for a healthy stream.
 
-    Tokens "ahead of pace" after chunk 0: E_j = tokens(1..j) - (t_j - t_0) / m, with m the
-    seconds per token over the middle third of the stream (_pace). A first chunk held back and released in a burst with the next ones makes E
-    climb by about one token per chunk of the burst, then stay flat; arrivals at their own pace
-    (or stalls, which make E fall) never lift it. When E reaches HELD_MIN_TOKENS and E x m
-    (how late chunk 0 was) HELD_MIN_LATE_S, the burst ends
-    where E first comes within half a token of its maximum, and the window starts two chunks
-    later (the first one after a burst may still have waited for the burst's ACK: seen, +1% on
-    one repeat in ten). A burst over more than a third of the chunks is only partly
-    corrected: the window then starts inside it (a rate too high, which _burst flags when
-    most gaps are tiny). The same from the end (tokens ahead of pace before the last chunk)
-    moves the window's end to the chunk before a closing burst. Reads of one burst can be tens
-    of microseconds to a millisecond apart on a loaded host: no gap threshold would catch all."""
-    if len(chunks) < 4:
-        return 0, len(chunks) - 1
+    A held-back start (a first chunk that waited, for a delayed ACK say, and was released with
+    the ones generated meanwhile) has two signs, both required (_held_start): a run of chunks
+    from the first that arrived together (gaps under HELD_TOGETHER_FRACTION of the stream's pace
+    m, the seconds per token over its middle third, _pace), and a first chunk that arrived late
+    against the pace of the chunks after the run, by HELD_MIN_LATE_S and HELD_MIN_TOKENS tokens
+    at least. The window then starts two chunks after the run (the first one after a burst may
+    still have waited for the burst's ACK: seen, +1% on one repeat in ten). A burst over more
+    than a third of the chunks is only partly corrected: the window then starts inside it (a rate
+    too high, which _burst flags when most gaps are tiny). A held-back end is the mirror
+    (_held_end): a closing run of chunks that arrived together, and a last chunk late against the
+    pace before the run; the window then ends at the chunk before the run. A pace that drifts
+    along the stream (an eager engine's, 30-40% from one end to the other) has no such run; a
+    chunk that reached the client late and arrived with the next, on time, is not late at the
+    edge: both are timed whole."""
+    n = len(chunks)
+    if n < 4:
+        return 0, n - 1
     m = _pace(chunks)
     if m <= 0:  # everything in one read: _burst flags it
-        return 0, len(chunks) - 1
-    t = [c["t"] for c in chunks]
-    lo = _burst_end(t, [c["k"] for c in chunks], m)
-    lo = min(lo + 2, len(chunks) - 1) if lo else 0
-    # backwards: chunk j of the reversed stream adds the tokens of forward chunk len - j
-    rev = _burst_end([-x for x in reversed(t)], [0] + [c["k"] for c in reversed(chunks[1:])], m)
-    hi = len(chunks) - 2 - rev if rev else len(chunks) - 1  # the chunk before the closing burst
+        return 0, n - 1
+    t, k = [c["t"] for c in chunks], [c["k"] for c in chunks]
+    third = (n + 2) // 3
+    b = _held_start(t, k, m, third)
+    lo = min(b + 2, n - 1) if b else 0
+    r = _held_end(t, k, m, third)
+    hi = r - 1 if r else n - 1
     return lo, max(hi, lo)
 
 
@@ -304,18 +334,38 @@ def _pace(chunks: list[dict]) -> float:
     return (chunks[b]["t"] - chunks[a]["t"]) / tokens if tokens else 0.0
 
 
-def _burst_end(t: list[float], k: list[int], m: float) -> int:
-    """Index where a leading burst ends (0: none), from the tokens ahead of pace (see above),
-    looked for in the first third of the chunks only (the last third is the other end's).
-    K[j] is the number of tokens that chunk j adds (arrived with it)."""
-    ahead, tokens = [0.0], 0
-    for j in range(1, (len(t) + 2) // 3):
-        tokens += k[j]
-        ahead.append(tokens - (t[j] - t[0]) / m)
-    top = max(ahead)
-    if top < HELD_MIN_TOKENS or top * m < HELD_MIN_LATE_S:
+def _together(t: list[float], j: int, m: float) -> bool:
+    """Chunk J arrived together with chunk J - 1."""
+    return t[j] - t[j - 1] < HELD_TOGETHER_FRACTION * m
+
+
+def _late_enough(late: float, m: float) -> bool:
+    return late >= HELD_MIN_LATE_S and late >= HELD_MIN_TOKENS * m
+
+
+def _held_start(t: list[float], k: list[int], m: float, third: int) -> int:
+    """Index b of the last chunk of a held-back start (chunks 0..b arrived together, chunk 0 late
+    against the pace from chunk b + 1 on), else 0. K[j]: tokens chunk j carried."""
+    b = 0
+    while b + 1 < third and _together(t, b + 1, m):
+        b += 1
+    if b == 0:
         return 0
-    return next(j for j, e in enumerate(ahead) if e >= top - 0.5 - 1e-9)
+    expected_t0 = t[b + 1] - m * sum(k[1:b + 2])  # where chunk b + 1's pace puts chunk 0
+    return b if _late_enough(t[0] - expected_t0, m) else 0
+
+
+def _held_end(t: list[float], k: list[int], m: float, third: int) -> int:
+    """Index r of the first chunk of a held-back end (chunks r..n-1 arrived together, the last
+    late against the pace up to chunk r - 1), else 0."""
+    n = len(t)
+    r = n - 1
+    while r > n - third and _together(t, r, m):
+        r -= 1
+    if r == n - 1:
+        return 0
+    expected_last = t[r - 1] + m * sum(k[r:])  # where chunk r - 1's pace puts the last one
+    return r if _late_enough(t[-1] - expected_last, m) else 0
 
 
 def _flag(chunks, gaps, lo, hi, tokens, n, decode_tok_s, ttft) -> tuple[str, str | None]:
@@ -377,14 +427,16 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
         for _ in range(warmup):
             _stream_once(api, body, timeout_s)
         before = scrape_server_metrics(api, model=model)
-        runs = _measured_repeats(api, body, timeout_s, repeats)
-        after = settled_metrics(api, model, before, len(runs)) if before["available"] else before
+        runs, after, host_samples = _measured_repeats(api, body, timeout_s, repeats, model, before)
     warnings: list[str] = []
     server = _server_block(before, after, runs, len(runs), warnings)
     used = _usable_runs(runs, server, warnings, repeats)
     result = _summary(runs, used, warnings, base=api.base_url, model=model, max_tokens=max_tokens,
                       repeats=repeats, warmup=warmup)
     result["server_metrics_available"] = bool(before["available"] and after.get("available"))
+    result["host"] = host.summary(host_samples, [r["decode_tok_s"] for r in used])
+    if result["host"]["unsteady"]:
+        warnings.append(result["host"]["unsteady"])
     if server is None:
         result["server_metrics_error"] = after.get("error") or before.get("error")
     else:
@@ -394,14 +446,30 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
     return _jsonable(result)
 
 
-def _measured_repeats(api: CompletionClient, body: dict, timeout_s: float, repeats: int) -> list[dict]:
+def _measured_repeats(api: CompletionClient, body: dict, timeout_s: float, repeats: int, model: str,
+                      before: dict) -> tuple[list[dict], dict, list[dict]]:
     """REPEATS measured requests, plus up to MAX_EXTRA_REPEATS more while fewer than
-    min(MIN_CLEAN_REPEATS, repeats) of them are clean."""
+    min(MIN_CLEAN_REPEATS, repeats) of them are clean. While /metrics answers, it is read after
+    each request (between requests, never during one), which gives each repeat the engine's
+    own mean ITL (`server_itl_ms`). The host is sampled before each request and after the last
+    (runners.probes.host). Returns the repeats, the last scrape and the host samples."""
     want = min(MIN_CLEAN_REPEATS, repeats)
-    runs = [_analyze(_stream_once(api, body, timeout_s)) for _ in range(repeats)]
-    while sum(not r["flag"] for r in runs) < want and len(runs) < repeats + MAX_EXTRA_REPEATS:
-        runs.append(_analyze(_stream_once(api, body, timeout_s)))
-    return runs
+    runs: list[dict] = []
+    scrape = before
+    samples = [host.sample()]
+    while len(runs) < repeats or (sum(not r["flag"] for r in runs) < want
+                                  and len(runs) < repeats + MAX_EXTRA_REPEATS):
+        run = _analyze(_stream_once(api, body, timeout_s))
+        samples.append(host.sample())
+        run["host_loop_ms"] = samples[-2]["loop_ms"]
+        run["host_steal"] = host.steal_between(samples[-2], samples[-1])
+        if scrape["available"]:
+            after = settled_metrics(api, model, scrape, 1)
+            d = hist_delta(scrape, after, "itl") if after["available"] else None
+            run["server_itl_ms"] = d[0] / d[1] * 1e3 if d and d[1] > 0 else None
+            scrape = after
+        runs.append(run)
+    return runs, scrape, samples
 
 
 def held_back_notes(runs: list[dict]) -> list[str]:
@@ -491,8 +559,9 @@ def _summary(runs: list[dict], used: list[dict], warnings: list[str], **request)
 
 
 def _sample(r: dict) -> dict:
-    keys = ("decode_tok_s", "ttft_ms", "n_tokens", "chunks", "first_chunk_tokens", "max_chunk_tokens",
-            "decode_window_ms", "held_back", "flag", "ttft_flag", "suspect")
+    keys = ("decode_tok_s", "whole_stream_tok_s", "ttft_ms", "n_tokens", "chunks", "first_chunk_tokens",
+            "max_chunk_tokens", "decode_window_ms", "held_back", "flag", "ttft_flag", "suspect", "host_loop_ms",
+            "host_steal")
     return {**{k: r[k] for k in keys}, **_server_sample(r)}
 
 
@@ -525,12 +594,14 @@ def _flag_server_disagreement(result: dict) -> None:
 
 
 def _server_sample(r: dict) -> dict:
-    """vLLM's per-request timings (final usage chunk, `--enable-per-request-metrics`), and the
-    server-side decode tok/s of that one request: (n - 1) / generation_time (first to last token)."""
+    """The engine's mean ITL over this repeat (/metrics), vLLM's per-request timings (final usage
+    chunk, `--enable-per-request-metrics`), and the server-side decode tok/s of that one request:
+    (n - 1) / generation_time (first to last token)."""
+    out = {"server_itl_ms": r["server_itl_ms"]} if "server_itl_ms" in r else {}
     m = r["server_request_metrics"]
     if not m:
-        return {}
-    out = {"server_request_metrics": m}
+        return out
+    out["server_request_metrics"] = m
     gen_ms = m.get("generation_time_ms")
     if isinstance(gen_ms, (int, float)) and gen_ms > 0:
         out["server_decode_tok_s"] = (r["n_tokens"] - 1) / (gen_ms / 1e3)

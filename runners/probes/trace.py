@@ -50,7 +50,7 @@ traces is runners/probes/allreduce.py.
 
 Reading: `parse_trace` streams the file (ijson) and keeps only the events named above (device
 events, launches, step annotations, communication-named ops), so a trace of hundreds of MB is
-never held whole; figures in docs/measurements.md (benchmarks/trace_memory.py).
+never held whole; figures in docs/methods/artifact-memory.md (benchmarks/trace_memory.py).
 
 Sanity checks, per rank: decode steps found; every step's allreduce time <= its step time
 (1% + 5 us tolerance); 0 <= share <= 1; the same allreduce count in (nearly) every step.

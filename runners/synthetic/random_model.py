@@ -1,16 +1,22 @@
-"""A random-weight Llama of realistic shape, generated on the GPU host itself (no hub).
+"""Random-weight models of realistic shape, generated on the host itself (no hub).
 
 Decode speed depends on shapes, not on weight values, so a Llama-3-8B-shaped model with
 random weights measures what a real one would, and 7 B parameters are written in seconds
 instead of downloaded. The tokenizer is copied from the tiny model (`runners tiny-model`).
 
-    python -m runners random-model /models/llama-8b-shape --tokenizer-from var/tiny-model
+    python -m runners random-model /models/llama-8b-shape --shape llama-8b --tokenizer-from var/tiny-model
+    python -m runners random-model --config moe-mla-h200 /models/moe-mla [--layers N] [--weights]
+
+`--config` takes an MoE + MLA config (a path, or a name in runners/synthetic/configs/) and
+writes config.json, generation_config.json and the tokenizer; vLLM serves it with
+`--load-format dummy`. `--weights` also writes random safetensors weights (moe_mla.py).
 """
 import json
 import shutil
+import sys
 from pathlib import Path
 
-from . import tiny_model
+from . import moe_mla, tiny_model
 
 SHAPES = {
     # hidden, layers, heads, kv heads, intermediate
@@ -65,14 +71,69 @@ def build_random_llama(path: Path, *, shape: str, tokenizer_from: Path, dtype: s
     return path
 
 
+def copy_tokenizer(tokenizer_from: Path, path: Path) -> None:
+    if not (tokenizer_from / "tokenizer.json").is_file():
+        raise moe_mla.ConfigError(f"{tokenizer_from} holds no tokenizer.json: build the tiny model first "
+                                  f"(python -m runners tiny-model {tokenizer_from}) or pass --tokenizer-from")
+    for name in TOKENIZER_FILES:
+        if (tokenizer_from / name).exists():
+            shutil.copy(tokenizer_from / name, path / name)
+
+
+def build_moe_mla(path: Path, config: dict, *, tokenizer_from: Path, weights: bool = False,
+                  dtype: str = "bfloat16", seed: int = 0) -> dict:
+    """Write CONFIG (validated, layers applied) as a model folder at PATH; return its summary."""
+    if config["vocab_size"] < tiny_model.VOCAB_SIZE:
+        raise moe_mla.ConfigError(f"vocab_size {config['vocab_size']} is below the tokenizer's "
+                                  f"{tiny_model.VOCAB_SIZE} tokens")
+    ids = tiny_model.generation_config()  # the tiny tokenizer's special tokens, not the original's
+    config = {**config, **ids, "torch_dtype": dtype}
+    path.mkdir(parents=True, exist_ok=True)
+    copy_tokenizer(tokenizer_from, path)
+    (path / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    (path / "generation_config.json").write_text(json.dumps(ids, indent=1) + "\n")
+    if weights:
+        from .moe_weights import write_weights
+        write_weights(config, path, dtype=dtype, seed=seed)
+    return moe_mla.summary(config)
+
+
 def add_arguments(parser):
     parser.add_argument("path", type=Path)
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="llama-8b")
-    parser.add_argument("--tokenizer-from", type=Path, required=True, help="a tiny model directory")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--shape", choices=sorted(SHAPES), help="a Llama shape (default llama-8b; writes weights)")
+    what.add_argument("--config", help="an MoE + MLA config: a JSON file or a shipped name "
+                                       "(moe-mla-h200, moe-mla-tiny)")
+    parser.add_argument("--layers", type=int, help="with --config: this many decoder layers")
+    parser.add_argument("--weights", action="store_true",
+                        help="with --config: write random safetensors weights (else serve with --load-format dummy)")
+    parser.add_argument("--tokenizer-from", type=Path, default=Path("var/tiny-model"),
+                        help="a tiny model directory (default var/tiny-model)")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
 
 
+def _main_moe(args) -> int:
+    try:
+        config = moe_mla.with_layers(moe_mla.load_config(args.config), args.layers)
+        info = build_moe_mla(args.path, config, tokenizer_from=args.tokenizer_from, weights=args.weights,
+                             dtype=args.dtype)
+    except moe_mla.ConfigError as e:
+        print(f"random-model: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {info['architecture']} ({info['layers']} layers: {info['dense_layers']} dense, "
+          f"{info['moe_layers']} MoE) to {args.path}: {info['parameters']:,} parameters "
+          f"({info['active_parameters']:,} active per token), {info['bf16_bytes'] / 1e9:.1f} GB in bf16"
+          + ("" if args.weights else "; serve with --load-format dummy"))
+    return 0
+
+
 def main(args) -> int:
-    build_random_llama(args.path, shape=args.shape, tokenizer_from=args.tokenizer_from, dtype=args.dtype)
-    print(f"wrote {args.shape}-shaped random Llama to {args.path}")
+    if args.config:
+        return _main_moe(args)
+    if args.layers is not None or args.weights:
+        print("random-model: --layers and --weights go with --config", file=sys.stderr)
+        return 2
+    shape = args.shape or "llama-8b"
+    build_random_llama(args.path, shape=shape, tokenizer_from=args.tokenizer_from, dtype=args.dtype)
+    print(f"wrote {shape}-shaped random Llama to {args.path}")
     return 0

@@ -1,7 +1,8 @@
 // Benchmark page: one timeline per metric (canvas.history-chart), one line per ladder variant.
-// x: commits in the order they first ran (the date is in the tooltip); error bars from the
-// confidence intervals and annotations are drawn by two small plugins of our own; runs judged
-// incorrect are red crosses apart from the lines; clicking a point opens its run.
+// x: the main line's commits in first-parent order (the date is in the tooltip); error bars from
+// the confidence intervals and annotations are drawn by two small plugins of our own; runs judged
+// incorrect are red crosses apart from the lines, runs of other branches grey rings; clicking a
+// point opens its run.
 (function () {
   "use strict";
   if (typeof Chart === "undefined") return;
@@ -11,6 +12,26 @@
   function fmt(v) {
     if (v == null) return "–";
     return Math.abs(v) >= 100 ? v.toFixed(1) : Number(v.toPrecision(4)).toString();
+  }
+
+  // A stored value as shown: the server's display of the metric (benchsite/bench/units.py) says
+  // the unit and the factor (a share 0.085 reads 8.5 %).
+  function shown(data, v) {
+    if (v == null) return "–";
+    var d = data.display || { unit: data.unit, scale: 1 };
+    return fmt(v * d.scale) + (d.unit ? (d.unit === "%" ? "%" : " " + d.unit) : "");
+  }
+
+  // An axis tick: the number as shown (the unit is in the axis title), % on a share axis.
+  function tick(data, v) {
+    var d = data.display || { unit: data.unit, scale: 1 };
+    var x = Number((v * d.scale).toPrecision(4));
+    return d.unit === "%" ? x + "%" : String(x);
+  }
+
+  function axisTitle(data) {
+    var d = data.display || { label: data.metric, unit: data.unit };
+    return d.label + (d.unit ? " (" + d.unit + ")" : "");
   }
 
   var errorBars = {
@@ -128,6 +149,17 @@
       label: "incorrect output", data: bad, showLine: false, pointStyle: "crossRot", pointRadius: 7,
       pointBorderWidth: 2.5, borderColor: theme.bad, backgroundColor: theme.bad, incorrect: true,
     });
+    // runs of other branches (or of no branch): grey rings at the commit they branched from
+    var apart = [];
+    data.variants.forEach(function (v) {
+      (v.off_line || []).forEach(function (p) { apart.push(Object.assign({ variant: v.name }, p)); });
+    });
+    if (apart.length) {
+      sets.push({
+        label: "other branches", data: apart, showLine: false, pointStyle: "circle", pointRadius: 6,
+        pointBorderWidth: 2, borderColor: theme.muted, backgroundColor: "transparent", offLine: true,
+      });
+    }
     return sets;
   }
 
@@ -138,7 +170,6 @@
   }
 
   function render(canvas, statusEl, data, marksData) {
-    var unit = data.unit ? " " + data.unit : "";
     var runUrl = canvas.dataset.runUrl || "/runs/0/";
     var sets = datasets(data);
     var npoints = sets.reduce(function (n, ds) { return n + ds.data.length; }, 0);
@@ -160,14 +191,14 @@
         scales: {
           x: {
             type: "linear", min: -0.5, max: Math.max(data.x_count - 0.5, 0.5),
-            title: { display: true, text: "commit (in the order first run)" },
+            title: { display: true, text: data.main_line ? "commit of " + data.main_line + " (first-parent order)" : "commit (in the order first run)" },
             afterBuildTicks: function (axis) {
               axis.ticks = Object.keys(data.axis).map(function (x) { return { value: Number(x) }; });
             },
             ticks: { autoSkip: true, maxRotation: 0, callback: function (value) { return tickLabel(data, value); } },
           },
-          y: { title: { display: true, text: data.metric + (data.unit ? " (" + data.unit + ")" : "") },
-               beginAtZero: data.direction === "higher" },
+          y: { title: { display: true, text: axisTitle(data) }, beginAtZero: data.direction === "higher",
+               ticks: { callback: function (value) { return tick(data, value); } } },
         },
         plugins: {
           benchAnnotations: { items: data.annotations },
@@ -176,15 +207,18 @@
           tooltip: {
             callbacks: {
               title: function (items) {
-                var tick = data.axis[items[0].raw.x];
+                var raw = items[0].raw;
+                if (raw.branch !== undefined) return (raw.commit || "").slice(0, 12) + " · " + (raw.branch || "no branch");
+                var tick = data.axis[raw.x];
                 if (!tick) return "";
                 return (tick.commit ? tick.commit.slice(0, 12) + " · " : "") + new Date(tick.t).toLocaleString();
               },
               label: function (item) {
                 var p = item.raw;
-                var ci = p.lo != null && p.hi != null ? " (CI " + fmt(p.lo) + "–" + fmt(p.hi) + ")" : "";
-                var name = item.dataset.incorrect ? p.variant + ": INCORRECT OUTPUT" : item.dataset.label;
-                return name + ": " + fmt(p.y) + unit + ci + " · run #" + p.run;
+                var ci = p.lo != null && p.hi != null ? " (CI " + shown(data, p.lo) + " – " + shown(data, p.hi) + ")" : "";
+                var name = item.dataset.incorrect || p.incorrect ? p.variant + ": INCORRECT OUTPUT"
+                  : item.dataset.offLine ? p.variant + " (off " + data.main_line + ")" : item.dataset.label;
+                return name + ": " + shown(data, p.y) + ci + " · run #" + p.run;
               },
             },
           },
@@ -197,13 +231,15 @@
     var notes = data.annotations.filter(function (a) { return a.x_from != null; }).length;
     statusEl.textContent = npoints
       ? npoints + " point(s) over " + data.x_count + " commit(s)" + (notes ? ", " + notes + " annotation(s)" : "") + "."
-      : "No successful runs with " + data.metric + " yet.";
+      : "No successful runs with " + (data.display ? data.display.label : data.metric) + " yet.";
   }
 
   function load(canvas) {
     var statusEl = document.getElementById("chart-status-" + canvas.dataset.metric);
     canvas.dataset.rendered = "0";
-    fetch(canvas.dataset.url + "?metric=" + encodeURIComponent(canvas.dataset.metric), { headers: { Accept: "application/json" } })
+    var query = "?metric=" + encodeURIComponent(canvas.dataset.metric) +
+      (canvas.dataset.point ? "&point=" + encodeURIComponent(canvas.dataset.point) : "");
+    fetch(canvas.dataset.url + query, { headers: { Accept: "application/json" } })
       .then(function (r) {
         return r.json().then(function (body) {
           if (!r.ok) throw new Error(body.error || "HTTP " + r.status);
@@ -214,7 +250,7 @@
         // marks are an extra: a chart is drawn without them when their endpoint fails
         var url = canvas.dataset.marksUrl;
         if (!url) return render(canvas, statusEl, data, null);
-        return fetch(url + "?metric=" + encodeURIComponent(canvas.dataset.metric), { headers: { Accept: "application/json" } })
+        return fetch(url + query, { headers: { Accept: "application/json" } })
           .then(function (r) { return r.ok ? r.json() : null; }, function () { return null; })
           .then(function (marksData) { render(canvas, statusEl, data, marksData); });
       })

@@ -1,5 +1,5 @@
-// Run page while the run is not final: poll its JSON and update the state, phase, elapsed time,
-// heartbeat and server-log tail in place; once the run is final, load the page once more for
+// Run page while the run is not final: poll its JSON and update the state, phase, queue place,
+// elapsed time, heartbeat and log tail (the worker's live tail while it builds and runs) in place; once the run is final, load the page once more for
 // its measurements and verdicts.
 (function () {
   "use strict";
@@ -39,13 +39,29 @@
     pre.hidden = false;
     var empty = $("run-log-empty");
     if (empty) empty.hidden = true;
+    var source = $("run-log-source");
+    if (source && !source.textContent.trim()) source.textContent = "· live from the worker (build and engine)";
     if (follow) pre.scrollTop = pre.scrollHeight;
+  }
+
+  function showQueue(queue) {
+    var dd = $("run-queue");
+    if (!dd) return;
+    if (!queue) {  // it left the queue: the page reloads for the rest once the run is final
+      dd.hidden = true;
+      if (dd.previousElementSibling) dd.previousElementSibling.hidden = true;
+      return;
+    }
+    dd.textContent = "position " + queue.position + " of " + queue.length + " in pool " + queue.pool +
+      "'s queue · " + queue.message;
+    dd.className = queue.served ? "" : "bad";
   }
 
   function apply(run) {
     box.dataset.state = run.state;
     showState(run.state);
     $("run-phase").textContent = run.phase || "–";
+    showQueue(run.queue);
     $("run-heartbeat").textContent = ago(run.heartbeat_age_s);
     startedAt = run.started_at ? Date.now() - run.elapsed_s * 1000 : null;
     if (elapsed) elapsed.textContent = duration(run.elapsed_s);

@@ -12,6 +12,7 @@
     grid: css("--line", "#d8dee4"),
     bad: css("--bad", "#cf222e"),
     ok: css("--ok", "#1a7f37"),
+    loss: css("--loss", "#d4620f"),
     accent: css("--accent", "#2f6fbf"),
     note: css("--note", "rgba(154, 103, 0, 0.15)"),
     noteLine: css("--warn", "#9a6700"),

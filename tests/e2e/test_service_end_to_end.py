@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from benchsite.bench import services
+from benchsite.bench.lifecycle import trigger
 from benchsite.bench.models import Benchmark, Run
 from tests.conftest import wait_for
 
 # `make test` runs it once, in the PostgreSQL pass: the production database, where
 # select_for_update guards a late result against a failure. SQLite keeps the real-worker tests
-# of tests/service.
+# of tests/benchsite/bench/lifecycle.
 pytestmark = [pytest.mark.engine, pytest.mark.postgres_pass, pytest.mark.django_db(transaction=True),
               pytest.mark.timeout(600)]
 
@@ -70,12 +70,12 @@ def test_engine_failures_then_a_form_run_succeeds_on_the_real_engine(
         healthy_benchmark, long_benchmark, celery_workers, client, django_user_model):
     explain = celery_workers.tails
     dying_marker, healthy_marker = _marker(), _marker()
-    services.variant_create(benchmark=long_benchmark, name="bad flag", flags=["--enforce-eager", "--no-such-flag"])
-    services.variant_create(benchmark=long_benchmark, name="dies mid-run", flags=["--enforce-eager"],
+    trigger.variant_create(benchmark=long_benchmark, name="bad flag", flags=["--enforce-eager", "--no-such-flag"])
+    trigger.variant_create(benchmark=long_benchmark, name="dies mid-run", flags=["--enforce-eager"],
                             env={dying_marker: "1"})
-    eager = services.variant_create(benchmark=healthy_benchmark, name="eager", flags=["--enforce-eager"],
+    eager = trigger.variant_create(benchmark=healthy_benchmark, name="eager", flags=["--enforce-eager"],
                                     env={healthy_marker: "1"})
-    bad, dying = services.runs_trigger(benchmark=long_benchmark, trigger=Run.Trigger.API)
+    bad, dying = trigger.runs_trigger(benchmark=long_benchmark, trigger=Run.Trigger.API)
 
     bad = wait_for(lambda: _final(bad.id), RUN_TIMEOUT_S, what="the bad-flag run", explain=explain)
     assert bad.state == Run.State.FAILED

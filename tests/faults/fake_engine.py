@@ -9,7 +9,9 @@ Its behaviour comes from its environment (a variant's `env` reaches it through t
   FAKE_ENGINE_AFTER       tokens sent before hang/exit (default 3)
   FAKE_ENGINE_TOKEN_S     seconds between tokens (default 0.01)
   FAKE_ENGINE_GATE        a file: the server starts listening (is healthy) once it exists
+  FAKE_ENGINE_LOG_EVERY_S while waiting for the gate, a log line this often (a slow start that logs)
   FAKE_ENGINE_PIDS        a file: the server appends its pid there once listening
+  FAKE_ENGINE_ENV_DUMP    a file: the server writes its whole environment there (JSON) at start
 Standard library only.
 """
 import json
@@ -23,6 +25,7 @@ MODE = os.environ.get("FAKE_ENGINE_MODE", "ok")
 AFTER = int(os.environ.get("FAKE_ENGINE_AFTER", "3"))
 TOKEN_S = float(os.environ.get("FAKE_ENGINE_TOKEN_S", "0.01"))
 GATE = os.environ.get("FAKE_ENGINE_GATE", "")
+LOG_EVERY_S = float(os.environ.get("FAKE_ENGINE_LOG_EVERY_S", "0"))
 
 
 def log(line: str) -> None:
@@ -91,10 +94,16 @@ class Handler(BaseHTTPRequestHandler):
 
 def main(argv: list[str]) -> None:
     host, port = argv[argv.index("--host") + 1], int(argv[argv.index("--port") + 1])
+    if os.environ.get("FAKE_ENGINE_ENV_DUMP"):
+        Path(os.environ["FAKE_ENGINE_ENV_DUMP"]).write_text(json.dumps(dict(os.environ), sort_keys=True))
     if GATE:
         log(f"waiting for {GATE}")
+    waited, last_line = 0, time.monotonic()
     while GATE and not Path(GATE).exists():
         time.sleep(0.05)
+        if LOG_EVERY_S and time.monotonic() - last_line >= LOG_EVERY_S:
+            waited, last_line = waited + 1, time.monotonic()
+            log(f"still loading weights (line {waited})")
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     if os.environ.get("FAKE_ENGINE_PIDS"):

@@ -22,6 +22,7 @@ FAKE_ENGINE = Path(__file__).resolve().parent / "fake_engine.py"
 FAULT_ENV = {
     "BENCH_VLLM_COMMAND": f"{sys.executable} {FAKE_ENGINE}",
     "BENCH_ENGINE_CPU": "0",
+    "BENCH_ENGINE_PASS_ENV": "FAKE_ENGINE_*",  # the fake engine's switches set on the worker reach it
     "BENCH_HEARTBEAT_INTERVAL_S": "1",
     "BENCH_HEARTBEAT_TIMEOUT_S": "4",
     "BENCH_REAPER_INTERVAL_S": "1",
@@ -166,7 +167,7 @@ def wait_until(predicate, timeout_s: float, what: str, explain=None, interval_s:
 
 def fault_benchmark(gate: Path):
     """A benchmark on the fake engine; each variant is one behaviour (its env reaches the engine)."""
-    from benchsite.bench import services
+    from benchsite.bench.lifecycle import trigger
     from benchsite.bench.models import Benchmark
 
     benchmark = Benchmark.objects.create(
@@ -180,7 +181,7 @@ def fault_benchmark(gate: Path):
         "gated": {"FAKE_ENGINE_GATE": str(gate)},  # the engine starts once this file exists
     }
     for name, env in variants.items():
-        services.variant_create(benchmark=benchmark, name=name, env=env)
+        trigger.variant_create(benchmark=benchmark, name=name, env=env)
     return benchmark
 
 

@@ -25,10 +25,10 @@ class Service:
     db_proxy: object = None  # a TcpProxy between the workers and PostgreSQL (database_down)
 
     def trigger(self, variant: str):
-        from benchsite.bench import services
+        from benchsite.bench.lifecycle import trigger
         from benchsite.bench.models import Run
 
-        [run] = services.runs_trigger(benchmark=self.benchmark, trigger=Run.Trigger.API,
+        [run] = trigger.runs_trigger(benchmark=self.benchmark, trigger=Run.Trigger.API,
                                       variants=[self.benchmark.variants.get(name=variant)])
         return run
 
@@ -98,7 +98,7 @@ def engine_fault(svc: Service, mode: str) -> dict:
     wait_until(lambda: not process_alive(pid), 15, "the engine to be gone", explain=svc.workers.tails)
     assert not svc.workers.engine_records(), "the engine's record outlived it"
     return _result(f"engine_{mode}", svc.lost([run.id]), recovery_s, state=failed.state, error=failed.error,
-                   failure_kind=failed.failure_kind)
+                   failure_kind=failed.failure_kind, phase=failed.phase)
 
 
 def redis_restart(svc: Service) -> dict:
@@ -149,14 +149,14 @@ def duplicate_delivery(svc: Service) -> dict:
 def cancel_running(svc: Service) -> dict:
     """Cancel a RUNNING run: its engine group is gone within 30 s and a late result cannot bring
     the run back."""
-    from benchsite.bench import services
+    from benchsite.bench.lifecycle import cancel
     from benchsite.celery import app
 
     run = svc.trigger("slow")
     svc.wait_run(run.id, lambda r: r.phase == "probing decode", 60, "the run to decode")
     pgid = svc.wait_engine_record()["pgid"]
     t0 = time.monotonic()
-    assert services.run_cancel(run=svc.run(run.id))
+    assert cancel.run_cancel(run=svc.run(run.id))
     _, gone_s = wait_until(lambda: not group_alive(pgid), 30, "the engine group to be gone after cancel",
                            explain=svc.workers.tails)
     late = {"measurements": [{"metric": "decode_tok_s", "value": 123.0, "unit": "tok/s", "direction": "higher"}]}

@@ -36,6 +36,7 @@ def test_an_engine_dying_mid_stream_fails_the_run_with_its_exit_and_last_log_lin
     figures = scenarios.engine_fault(service, "exit")
     error = figures["details"]["error"]
     assert figures["details"]["failure_kind"] == "engine"
+    assert figures["details"]["phase"] == "probing decode"  # where it failed, not the worker's "storing artifacts"
     assert "engine exited with code 3" in error
     assert "CUDA error: an illegal memory access was encountered (planted)" in error
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from benchsite.bench import services, tasks
-from benchsite.bench.messages import MAX_MESSAGE_CHARS
+from benchsite.bench.lifecycle import claim, complete, progress, reap, tasks, trigger
+from benchsite.bench.lifecycle.messages import MAX_MESSAGE_CHARS
 from benchsite.bench.models import Benchmark, Run
 
 pytestmark = pytest.mark.django_db
@@ -37,10 +37,10 @@ def sent(monkeypatch):
 @pytest.fixture
 def running(sent, django_capture_on_commit_callbacks):
     benchmark = Benchmark.objects.create(name="m", slug="m", model="/models/m")
-    services.variant_create(benchmark=benchmark, name="eager")
+    trigger.variant_create(benchmark=benchmark, name="eager")
     with django_capture_on_commit_callbacks(execute=True):
-        [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API)
-    assert services.run_claim(run_id=run.id, task_id="exec-1", worker_host="gpu-1")
+        [run] = trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API)
+    assert claim.run_claim(run_id=run.id, task_id="exec-1", worker_host="gpu-1")
     return Run.objects.get(id=run.id)
 
 
@@ -61,7 +61,7 @@ def test_a_bad_result_message_is_logged_and_dropped(running, caplog, args, reaso
         "HUGE": (running.id, {"artifacts": [{"kind": "server_log", "name": "x", "content": "x" * (MAX_MESSAGE_CHARS + 1)}]}),
     }
     args = bad_values[args] if isinstance(args, str) else args
-    with caplog.at_level(logging.WARNING, logger="benchsite.bench.messages"):
+    with caplog.at_level(logging.WARNING, logger="benchsite.bench.lifecycle.messages"):
         assert tasks.record_result(*args) is None
     assert reason in caplog.text and "dropped a bad record_result message" in caplog.text
     running.refresh_from_db()
@@ -69,7 +69,7 @@ def test_a_bad_result_message_is_logged_and_dropped(running, caplog, args, reaso
 
 
 def test_bad_progress_and_failure_messages_are_dropped(running, caplog):
-    with caplog.at_level(logging.WARNING, logger="benchsite.bench.messages"):
+    with caplog.at_level(logging.WARNING, logger="benchsite.bench.lifecycle.messages"):
         assert tasks.record_progress(running.id, "x" * 101) is None
         assert tasks.record_progress(running.id, "probing", "SUCCEEDED") is None  # a worker cannot finish a run so
         assert tasks.record_failure(running.id, {"not": "text"}) is None
@@ -87,18 +87,18 @@ def test_the_reaper_requeues_a_lost_run_once_then_fails_it(running, sent, settin
     settings.BENCH_HEARTBEAT_TIMEOUT_S = 60
     Run.objects.filter(id=running.id).update(heartbeat_at=timezone.now() - timedelta(seconds=90))
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.runs_reap_stale() == 1
+        assert reap.runs_reap_stale() == 1
     run = Run.objects.get(id=running.id)
     assert run.state == Run.State.QUEUED and run.attempts == 2 and run.phase.startswith("re-queued: no heartbeat")
     assert sent[-1][0] == "bench.execute_run" and run.task_id == f"task-{len(sent)}"
     # the lost execution comes back to life: its messages no longer count
-    assert services.run_claim(run_id=run.id, task_id=run.task_id, worker_host="gpu-2")
-    assert services.run_complete(run_id=run.id, result=GOOD, task_id="exec-1") is False
-    services.run_progress(run_id=run.id, phase="from the lost one", task_id="exec-1")
+    assert claim.run_claim(run_id=run.id, task_id=run.task_id, worker_host="gpu-2")
+    assert complete.run_complete(run_id=run.id, result=GOOD, task_id="exec-1") is False
+    progress.run_progress(run_id=run.id, phase="from the lost one", task_id="exec-1")
     assert Run.objects.get(id=run.id).phase == "claimed"
     # the second loss fails it, with the reason
     Run.objects.filter(id=run.id).update(heartbeat_at=timezone.now() - timedelta(seconds=90))
-    assert services.runs_reap_stale() == 1
+    assert reap.runs_reap_stale() == 1
     run = Run.objects.get(id=run.id)
     assert run.state == Run.State.FAILED and "no heartbeat from worker gpu-2" in run.error
 
@@ -110,14 +110,14 @@ def test_the_reaper_judges_only_the_silence_it_could_hear(running, settings):
     t = timezone.now()
     Run.objects.filter(id=running.id).update(heartbeat_at=t - timedelta(seconds=90))
     for s in (300, 290, 280):
-        services.reaper_listening_since(now=t - timedelta(seconds=s))
-    since = services.reaper_listening_since(now=t)  # 280 s without a tick: the database was down
+        reap.reaper_listening_since(now=t - timedelta(seconds=s))
+    since = reap.reaper_listening_since(now=t)  # 280 s without a tick: the database was down
     assert since == t
-    assert services.runs_reap_stale(now=t, listening_since=since) == 0
+    assert reap.runs_reap_stale(now=t, listening_since=since) == 0
     for s in range(10, 61, 10):  # ticking again: the same window holds
-        assert services.reaper_listening_since(now=t + timedelta(seconds=s)) == t
+        assert reap.reaper_listening_since(now=t + timedelta(seconds=s)) == t
     later = t + timedelta(seconds=61)
-    assert services.runs_reap_stale(now=later, listening_since=services.reaper_listening_since(now=later)) == 1
+    assert reap.runs_reap_stale(now=later, listening_since=reap.reaper_listening_since(now=later)) == 1
     assert Run.objects.get(id=running.id).state == Run.State.FAILED
 
 
@@ -126,14 +126,14 @@ def test_a_claim_retried_after_no_answer_takes_over_the_late_claim_of_its_own_ta
     (same task id, attempt 1) takes the run while nothing has started. A second delivery of one
     attempt, or a claim once the run has moved on, still gets False."""
     benchmark = Benchmark.objects.create(name="c", slug="c", model="/models/m")
-    services.variant_create(benchmark=benchmark, name="eager")
+    trigger.variant_create(benchmark=benchmark, name="eager")
     with django_capture_on_commit_callbacks(execute=True):
-        [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API)
+        [run] = trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API)
     assert tasks.claim_run(run.id, "exec-1", "gpu-1") is True  # attempt 0's claim, landing late
     assert tasks.claim_run(run.id, "exec-1", "gpu-1") is False  # the same message delivered twice
     assert tasks.claim_run(run.id, "exec-2", "gpu-2", attempt=1) is False  # another task
     assert tasks.claim_run(run.id, "exec-1", "gpu-3", attempt=1) is True  # the retry takes it over
     assert Run.objects.get(id=run.id).worker_host == "gpu-3"
-    services.run_progress(run_id=run.id, phase="starting engine", task_id="exec-1")
+    progress.run_progress(run_id=run.id, phase="starting engine", task_id="exec-1")
     assert tasks.claim_run(run.id, "exec-1", "gpu-4", attempt=2) is False  # it started: no second execution
     assert tasks.claim_run(run.id, "exec-1", "gpu-4", attempt=-1) is None  # a bad message is dropped

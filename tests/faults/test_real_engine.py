@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from benchsite.bench import services
+from benchsite.bench.lifecycle import trigger
 from benchsite.bench.models import Benchmark, Run
 from runners.engine.guard import group_members
 from tests.conftest import TEST_ENGINE_ARGS, _database_url
@@ -45,8 +45,8 @@ def test_a_real_engine_orphaned_by_a_worker_kill_is_stopped_at_the_workers_next_
     workers = real_engine_workers
     benchmark = Benchmark.objects.create(name="real", slug="real", model=str(tiny_model_dir), gpu_pool="cpu",
                                          max_tokens=8, repeats=1, warmup=1, startup_timeout_s=240, time_limit_s=300)
-    services.variant_create(benchmark=benchmark, name="eager", flags=TEST_ENGINE_ARGS)
-    [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API)
+    trigger.variant_create(benchmark=benchmark, name="eager", flags=TEST_ENGINE_ARGS)
+    [run] = trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API)
     records, _ = wait_until(workers.engine_records, 120, "the engine to start", explain=workers.tails)
     pgid = records[0]["pgid"]
     # guard + API server + engine-core: the processes that would hold the GPU

@@ -9,9 +9,9 @@ from django.apps import apps
 from django.core import serializers
 from django.test import Client
 
-from benchsite.hooks import services as hook_services
-from benchsite.hooks.models import RepoWatch, WebhookDelivery
-from tests.hooks.conftest import sign
+from benchsite.integrations import tokens
+from benchsite.integrations.models import RepoWatch, WebhookDelivery
+from tests.benchsite.integrations.conftest import sign
 
 from .conftest import _service
 from .harness import restore_app
@@ -27,7 +27,8 @@ GITHUB_TOKEN = f"ghp_planted{uuid.uuid4().hex}"
 def planted(tmp_path, transactional_db, monkeypatch):
     monkeypatch.setenv("BENCH_PLANTED_WEBHOOK_SECRET", WEBHOOK_SECRET)
     svc, saved = _service(tmp_path, transactional_db, extra_env={
-        "BENCH_GITHUB_TOKEN": GITHUB_TOKEN, "BENCH_PLANTED_WEBHOOK_SECRET": WEBHOOK_SECRET})
+        "BENCH_GITHUB_TOKEN": GITHUB_TOKEN, "BENCH_PLANTED_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        "FAKE_ENGINE_ENV_DUMP": str(tmp_path / "engine-env.json")})
     svc.workers.start_service()
     yield svc
     svc.workers.stop()
@@ -42,7 +43,7 @@ def _everything_stored() -> str:
 def test_planted_secrets_appear_in_no_log_page_artifact_or_admin_page(planted, django_user_model):
     svc = planted
     staff = django_user_model.objects.create_user("root", password="pw", is_staff=True, is_superuser=True)
-    _, api_token = hook_services.api_token_create(user=staff, name="ci")
+    _, api_token = tokens.api_token_create(user=staff, name="ci")
     watch = RepoWatch.objects.create(repo_url="https://github.com/acme/engine", branches=["main"],
                                      secret_env="BENCH_PLANTED_WEBHOOK_SECRET")
     watch.benchmarks.set([svc.benchmark])
@@ -75,3 +76,8 @@ def test_planted_secrets_appear_in_no_log_page_artifact_or_admin_page(planted, d
     for name, text in outputs.items():
         for secret in (WEBHOOK_SECRET, GITHUB_TOKEN, api_token):
             assert secret not in text, f"a planted secret ({secret[:12]}...) is in the {name}"
+    # The engine (a process that may run code from outside) got none of the worker's secrets.
+    engine_env = json.loads((svc.workers.log_dir / "engine-env.json").read_text())
+    assert engine_env["PATH"] and engine_env["FAKE_ENGINE_ENV_DUMP"]
+    leaked = [k for k in engine_env if k.startswith(("BENCH_", "CELERY_", "DJANGO_")) or k == "DATABASE_URL"]
+    assert leaked == [], f"the engine's environment holds the worker's {leaked}"

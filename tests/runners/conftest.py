@@ -17,10 +17,3 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     path = Path(configured) if configured else tmp_path_factory.mktemp("tiny") / "model"
     return build_tiny_model(path)
 
-
-@pytest.fixture(scope="session")
-def fake_vllm_command() -> list[str]:
-    """A stand-in for `vllm`: `serve MODEL --host H --port P ...`, behaviour set by FAKE_VLLM_MODE."""
-    import sys
-
-    return [sys.executable, str(Path(__file__).with_name("fake_vllm.py"))]

@@ -3,6 +3,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from runners import envvars
+from runners.config import RunnerConfig
 from runners.engine import is_cpu_build
 
 
@@ -44,13 +45,13 @@ def test_numbers():
 @pytest.mark.parametrize("raw, expected", [("on", True), ("yes", True), ("off", False), ("0", False)])
 def test_engine_cpu_switch_takes_the_same_words(monkeypatch, raw, expected):
     monkeypatch.setenv("BENCH_ENGINE_CPU", raw)
-    assert is_cpu_build() is expected
+    assert is_cpu_build(configured=RunnerConfig.from_env().engine_cpu) is expected
 
 
 def test_engine_cpu_switch_rejects_other_words(monkeypatch):
     monkeypatch.setenv("BENCH_ENGINE_CPU", "gpu")
     with pytest.raises(ValueError, match="BENCH_ENGINE_CPU='gpu' is not a boolean or auto"):
-        is_cpu_build()
+        RunnerConfig.from_env()
 
 
 def test_benchsite_env_uses_the_same_words(monkeypatch):

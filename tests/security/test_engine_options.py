@@ -3,7 +3,7 @@ validation, which the admin and benchmarks-as-code files both run."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from benchsite.bench.engine_options import OptionError, check_env, check_flags
+from benchsite.bench.definitions.engine_options import OptionError, check_env, check_flags
 from benchsite.bench.models import Benchmark, Variant
 
 GOOD_FLAGS = [

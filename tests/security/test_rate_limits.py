@@ -6,9 +6,9 @@ import uuid
 import pytest
 from django.core.cache import cache
 
-from benchsite.hooks import services as hook_services
-from benchsite.hooks.models import WebhookDelivery
-from tests.hooks.conftest import github_push, sign, watched  # noqa: F401 - fixtures
+from benchsite.integrations import tokens
+from benchsite.integrations.models import WebhookDelivery
+from tests.benchsite.integrations.conftest import github_push, sign, watched  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
@@ -23,8 +23,8 @@ def fresh_counters():
 def test_api_requests_are_limited_per_token(client, settings, django_user_model):
     settings.BENCH_API_REQUESTS_PER_MIN = 3
     user = django_user_model.objects.create_user("ci", password="x")
-    _, first = hook_services.api_token_create(user=user, name="a")
-    _, second = hook_services.api_token_create(user=user, name="b")
+    _, first = tokens.api_token_create(user=user, name="a")
+    _, second = tokens.api_token_create(user=user, name="b")
     statuses = [client.get("/api/runs/", HTTP_AUTHORIZATION=f"Bearer {first}").status_code for _ in range(4)]
     assert statuses == [200, 200, 200, 429]
     limited = client.get("/api/runs/", HTTP_AUTHORIZATION=f"Bearer {first}")

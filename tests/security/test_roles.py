@@ -6,9 +6,10 @@ import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from benchsite.bench import services
+from benchsite.bench.worker import pools
+from benchsite.bench.lifecycle import trigger
 from benchsite.bench.models import Annotation, Benchmark, Run
-from benchsite.hooks import services as hook_services
+from benchsite.integrations import tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +43,8 @@ def client_for(role, users) -> Client:
 @pytest.fixture
 def benchmark(sent):
     benchmark = Benchmark.objects.create(name="roles", slug="roles", model="/models/m")
-    services.variant_create(benchmark=benchmark, name="eager")
+    trigger.variant_create(benchmark=benchmark, name="eager")
+    pools.pool_workers_seen(worker="gpu@test-host", pools=[benchmark.gpu_pool])  # a GPU worker serves its pool
     return benchmark
 
 
@@ -89,7 +91,7 @@ def test_annotation(role, users, benchmark):
 ])
 def test_cancel(role, own, allowed, users, benchmark):
     owner = users["member"] if own else users["other"]
-    [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM, user=owner)
+    [run] = trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM, user=owner)
     response = client_for(role, users).post(f"/runs/{run.pk}/cancel/")
     run.refresh_from_db()
     assert (run.state == Run.State.CANCELLED) is allowed
@@ -103,7 +105,7 @@ def test_cancel(role, own, allowed, users, benchmark):
 ])
 def test_the_run_page_offers_cancel_only_to_who_may_cancel(role, own, offered, users, benchmark):
     owner = users["member"] if own else users["other"]
-    [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM, user=owner)
+    [run] = trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM, user=owner)
     client = client_for(role, users)
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert (f'action="/runs/{run.pk}/cancel/"' in page) is offered
@@ -123,7 +125,7 @@ def test_the_benchmark_page_offers_forms_to_members_only(users, benchmark):
 
 @pytest.mark.parametrize("role, status", [("viewer", 403), ("member", 201), ("staff", 201)])
 def test_api_trigger_by_token_of_each_role(role, status, users, benchmark, client):
-    _, raw = hook_services.api_token_create(user=users[role], name=role)
+    _, raw = tokens.api_token_create(user=users[role], name=role)
     response = client.post("/api/runs/", data=json.dumps({"benchmark": "roles", "ref": "main"}),
                            content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
     # an installed-engine benchmark takes no ref: a member gets that 400, a viewer never gets so far
@@ -152,7 +154,8 @@ def test_a_private_dashboard_sends_anonymous_visitors_to_the_login_page(settings
     for path in ("/", "/b/roles/", "/api/benchmarks/roles/chart/?metric=decode_tok_s"):
         response = client.get(path)
         assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), path
-    assert client.get("/api/runs/").status_code == 401  # the JSON API takes a token instead
+    for path in ("/api/runs/", "/api/commits/abcdef0/", "/api/pulls/github.com/o/r/1/"):
+        assert client.get(path).status_code == 401, path  # the JSON API takes a token instead
     assert client.get("/accounts/login/").status_code == 200
     assert client_for("viewer", users).get("/b/roles/").status_code == 200
     settings.BENCH_PRIVATE_DASHBOARD = False
@@ -162,7 +165,7 @@ def test_a_private_dashboard_sends_anonymous_visitors_to_the_login_page(settings
 @pytest.mark.parametrize("path", ["/b/roles/trigger/", "/b/roles/annotations/", "/runs/{run}/cancel/",
                                   "/accounts/logout/"])
 def test_csrf_on_every_form(path, users, benchmark):
-    [run] = services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM, user=users["staff"])
+    [run] = trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM, user=users["staff"])
     client = Client(enforce_csrf_checks=True)
     client.force_login(users["staff"])
     response = client.post(path.format(run=run.pk), {"text": "x", "variants": [benchmark.variants.get().pk]})

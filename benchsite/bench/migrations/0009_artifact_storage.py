@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 def content_to_storage(apps, schema_editor):
-    from benchsite.bench.artifacts import ArtifactError, store_content
+    from benchsite.bench.storage.artifacts import ArtifactError, store_content
 
     Artifact = apps.get_model("bench", "Artifact")
     for artifact in Artifact.objects.exclude(content="").iterator(chunk_size=50):
@@ -18,7 +18,7 @@ def content_to_storage(apps, schema_editor):
 
 
 def storage_to_content(apps, schema_editor):
-    from benchsite.bench.artifacts import read_bytes
+    from benchsite.bench.storage.artifacts import read_bytes
 
     Artifact = apps.get_model("bench", "Artifact")
     for artifact in Artifact.objects.exclude(file="").iterator(chunk_size=50):

@@ -1,5 +1,5 @@
 # Indexes for the dashboard's newest-first and one-metric reads, and Measurement.updated_at
-# that versions its cached charts (issue 10).
+# that versions its cached charts.
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-# A trigger's per-run repeats override (issue 10, trigger form); empty: the benchmark's repeats.
+# A trigger's per-run repeats override (the trigger form); empty: the benchmark's repeats.
 import django.core.validators
 from django.db import migrations, models
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from benchsite.hooks.apply import ApplyError, config_apply, config_load
+from benchsite.bench.definitions.apply import ApplyError, config_apply, config_load
 
 
 class Command(BaseCommand):

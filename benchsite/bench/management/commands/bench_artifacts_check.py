@@ -4,7 +4,7 @@ import io
 
 from django.core.management.base import BaseCommand, CommandError
 
-from benchsite.bench import artifacts
+from benchsite.bench.storage import artifacts
 
 
 class Command(BaseCommand):

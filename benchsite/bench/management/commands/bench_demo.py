@@ -1,9 +1,8 @@
 """`manage.py bench_demo`: web + workers on the embedded defaults, a demo benchmark, one run.
 
 This is what `make run` starts. A child that dies is restarted, as a process supervisor would
-(benchsite/bench/supervisor.py); Ctrl-C stops everything it started.
+(benchsite/bench/worker/supervisor.py); Ctrl-C stops everything it started.
 """
-import signal
 import sys
 import time
 
@@ -11,15 +10,11 @@ import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from benchsite.bench import services
-from benchsite.bench.demo import DEMO_USER, demo_benchmark_ensure, demo_gpu_history_ensure, demo_user_ensure
+from benchsite.bench.lifecycle import trigger
+from benchsite.bench.definitions.demo import DEMO_USER, demo_benchmark_ensure, demo_gpu_history_ensure, demo_user_ensure
 from benchsite.bench.models import Run
-from benchsite.bench.supervisor import CrashLoop, Supervisor
+from benchsite.bench.worker.supervisor import CrashLoop, StopSignals, Supervisor
 from runners import contract
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 class Command(BaseCommand):
@@ -47,19 +42,19 @@ class Command(BaseCommand):
             "worker-gpu": [*celery, "-Q", benchmark.queue, "-n", "gpu@%h"],
         }
         supervisor = Supervisor(commands, log_dir, settings.BASE_DIR, say=self.stdout.write)
-        signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the children too, like Ctrl-C
+        StopSignals().install()  # Ctrl-C or `kill`, once or twice: the children are stopped, all of them
         try:
             supervisor.start_all()
             url = f"http://127.0.0.1:{port}"
             self._wait_for_web(url, supervisor.procs["web"], log_dir)
-            runs = [] if no_trigger else services.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.CLI)
+            runs = [] if no_trigger else trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.CLI)
             self.stdout.write(self.style.SUCCESS(
                 f"\nDashboard: {url}/b/{benchmark.slug}/   (log in as {DEMO_USER[0]} / {DEMO_USER[1]})\n"
                 f"Logs: {log_dir}   Ctrl-C stops web and workers.\n"
             ))
             self._follow(runs, supervisor, exit_when_done)
         except KeyboardInterrupt:
-            pass
+            self.stdout.write("Stopping web and workers...")
         except CrashLoop as exc:
             raise CommandError(str(exc)) from None
         finally:

@@ -1,0 +1,1 @@
+"""Benchmark definitions: benchmarks-as-code (apply.py), the engine option checks and the demo."""

@@ -1,0 +1,291 @@
+"""Benchmarks as code: a YAML file of benchmarks, their ladders and repository watches, applied
+idempotently. Every change is listed; a dry run applies in a transaction that is rolled back."""
+import os
+from dataclasses import dataclass, field
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+
+from benchsite.bench.models import Benchmark, EngineSource, Variant
+
+from benchsite.integrations.models import RepoWatch
+from benchsite.integrations.repos import RepoURLError, repo_key
+
+_BENCHMARK_EXTRA = {"engine", "variants"}
+_BENCHMARK_SKIP = {"id", "created_at", "engine_source"}
+_VARIANT_FIELDS = {"name": "name", "flags": "flags", "env": "env", "reference": "is_reference", "builds_on": "builds_on"}
+_WATCH_FIELDS = {"repo", "branches", "benchmarks", "secret_env"}
+_WATCH_OPTIONAL = {"pull_requests"}  # absent: pull-request checks with their defaults
+_POSITION_SHIFT = 1000  # moves a ladder out of the way while it is renumbered (unique positions)
+
+
+class ApplyError(ValueError):
+    """The file cannot be applied; the message names the entry and the problem."""
+
+
+@dataclass
+class Outcome:
+    changes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def config_load(text: str) -> dict:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ApplyError(f"not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApplyError("the file must be a mapping with `benchmarks:` and/or `watches:`")
+    unknown = sorted(set(data) - {"benchmarks", "watches"})
+    if unknown:
+        raise ApplyError(f"unknown top-level keys {unknown}; use benchmarks, watches")
+    for key in ("benchmarks", "watches"):
+        if not isinstance(data.get(key) or [], list):
+            raise ApplyError(f"`{key}` must be a list")
+    return data
+
+
+def config_apply(*, data: dict, dry_run: bool = False) -> Outcome:
+    """Create or update what the file describes; nothing is deleted (it is listed in notes)."""
+    outcome = Outcome()
+    with transaction.atomic():
+        for i, spec in enumerate(data.get("benchmarks") or []):
+            _benchmark_apply(_mapping(spec, f"benchmarks[{i}]"), f"benchmarks[{i}]", outcome)
+        seen = set()
+        for i, spec in enumerate(data.get("watches") or []):
+            key = _watch_apply(_mapping(spec, f"watches[{i}]"), f"watches[{i}]", outcome)
+            if key in seen:
+                raise ApplyError(f"watches[{i}]: {key} is watched twice; a repository has one watch (one secret)")
+            seen.add(key)
+        if dry_run:
+            transaction.set_rollback(True)
+    return outcome
+
+
+def _mapping(spec, where: str) -> dict:
+    if not isinstance(spec, dict):
+        raise ApplyError(f"{where}: expected a mapping, got {type(spec).__name__}")
+    return spec
+
+
+def _clean(obj: models.Model, where: str, **options) -> None:
+    try:
+        obj.full_clean(**options)
+    except ValidationError as exc:
+        problems = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in exc.message_dict.items())
+        raise ApplyError(f"{where}: {problems}") from None
+
+
+def _snapshot(obj: models.Model, names) -> dict:
+    return {name: getattr(obj, name) for name in names}
+
+
+def _diff(before: dict, obj: models.Model) -> list[str]:
+    return [f"{name}: {old!r} -> {getattr(obj, name)!r}" for name, old in before.items() if getattr(obj, name) != old]
+
+
+def _benchmark_fields() -> dict[str, models.Field]:
+    return {f.name: f for f in Benchmark._meta.concrete_fields if f.editable and f.name not in _BENCHMARK_SKIP}
+
+
+def _check_json_shape(field_: models.Field, value, where: str) -> None:
+    """A JSON field whose default is a list (flags) or a dict (env) takes only that shape."""
+    if isinstance(field_, models.JSONField) and callable(field_.default):
+        shape = type(field_.default())
+        if not isinstance(value, shape):
+            raise ApplyError(f"{where}: {field_.name} must be a {'list' if shape is list else 'mapping'}")
+
+
+def _benchmark_apply(spec: dict, where: str, outcome: Outcome) -> Benchmark:
+    fields = _benchmark_fields()
+    slug = spec.get("slug")
+    if not isinstance(slug, str) or not slug:
+        raise ApplyError(f"{where}: `slug` is required")
+    where = f"{where} ({slug})"
+    unknown = sorted(set(spec) - set(fields) - _BENCHMARK_EXTRA)
+    if unknown:
+        raise ApplyError(f"{where}: unknown fields {unknown}; allowed: {sorted(set(fields) | _BENCHMARK_EXTRA)}")
+    benchmark = Benchmark.objects.filter(slug=slug).first()
+    creating = benchmark is None
+    benchmark = benchmark or Benchmark(slug=slug)
+    given = [name for name in spec if name in fields]
+    before = _snapshot(benchmark, [*given, "engine_source_id"])
+    for name in given:
+        _check_json_shape(fields[name], spec[name], where)
+        setattr(benchmark, name, spec[name])
+    benchmark.engine_source = _engine_source(spec.get("engine"), where, outcome)
+    _check_watches_still_fit(benchmark, where)
+    _clean(benchmark, where)
+    changed = _diff(before, benchmark)
+    if creating or changed:
+        benchmark.save()
+        outcome.changes.append(f"create benchmark {slug}" if creating else f"update benchmark {slug}: " + ", ".join(changed))
+    if "variants" in spec:
+        _variants_apply(benchmark, spec["variants"], where, outcome)
+    return benchmark
+
+
+def _check_watches_still_fit(benchmark: Benchmark, where: str) -> None:
+    """A watched benchmark must keep building the watched repository's commits."""
+    if benchmark.pk is None:
+        return
+    source = benchmark.engine_source
+    try:
+        key = repo_key(source.repo_url) if source is not None and source.repo_url else None
+    except RepoURLError:
+        key = None
+    others = list(benchmark.watches.exclude(repo_key=key or "").values_list("repo_key", flat=True))
+    if others:
+        raise ApplyError(f"{where}: watched by {others}, so its engine must stay that repository "
+                         "(remove the watch first)")
+
+
+def _engine_source(spec, where: str, outcome: Outcome) -> EngineSource | None:
+    """`engine: {repo: URL}` -> the git EngineSource of that repository (any URL form), made once."""
+    if spec is None:
+        return None  # the worker's installed engine
+    if not isinstance(spec, dict) or set(spec) != {"repo"} or not isinstance(spec["repo"], str):
+        raise ApplyError(f"{where}: engine must be {{repo: URL}} (leave it out for the installed engine)")
+    try:
+        key = repo_key(spec["repo"])
+    except RepoURLError as exc:
+        raise ApplyError(f"{where}: engine: {exc}") from None
+    for source in EngineSource.objects.filter(kind=EngineSource.Kind.GIT).exclude(repo_url=""):
+        try:
+            if repo_key(source.repo_url) == key:
+                return source
+        except RepoURLError:
+            continue
+    source = EngineSource(name=key[:100], kind=EngineSource.Kind.GIT, repo_url=spec["repo"])
+    _clean(source, f"{where}: engine")
+    source.save()
+    outcome.changes.append(f"create engine source {key} ({spec['repo']})")
+    return source
+
+
+def _variants_apply(benchmark: Benchmark, specs, where: str, outcome: Outcome) -> None:
+    if not isinstance(specs, list) or not specs:
+        raise ApplyError(f"{where}: variants must be a non-empty list")
+    names = []
+    for i, spec in enumerate(specs):
+        spec = _mapping(spec, f"{where}.variants[{i}]")
+        unknown = sorted(set(spec) - set(_VARIANT_FIELDS))
+        if unknown:
+            raise ApplyError(f"{where}.variants[{i}]: unknown fields {unknown}; allowed: {sorted(_VARIANT_FIELDS)}")
+        if not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise ApplyError(f"{where}.variants[{i}]: `name` is required")
+        names.append(spec["name"])
+    if len(set(names)) != len(names):
+        raise ApplyError(f"{where}: variant names repeat: {names}")
+    for i, spec in enumerate(specs):
+        base = spec.get("builds_on")
+        if base is not None and (not isinstance(base, str) or base not in names or base == spec["name"]):
+            raise ApplyError(f"{where}.variants[{i}]: builds_on must name another variant of this ladder "
+                             f"({[n for n in names if n != spec['name']]}), not {base!r}")
+    existing = {v.name: v for v in benchmark.variants.all()}
+    extra = sorted((v for n, v in existing.items() if n not in names), key=lambda v: v.position)
+    target = {name: i + 1 for i, name in enumerate(names)} | {v.name: len(names) + 1 + i for i, v in enumerate(extra)}
+    shifted = any(v.position != target[n] for n, v in existing.items())
+    if shifted:  # in the database only: the objects keep their old positions for the change list
+        benchmark.variants.update(position=models.F("position") + _POSITION_SHIFT)
+    for i, spec in enumerate(specs):
+        _variant_apply(benchmark, existing.get(spec["name"]), spec, target[spec["name"]], f"{where}.variants[{i}]",
+                       outcome, must_save=shifted)
+    for v in extra:
+        if shifted:
+            Variant.objects.filter(id=v.id).update(position=target[v.name])
+        outcome.notes.append(f"variant {benchmark.slug}/{v.name} is not in the file: kept (delete it in the admin)")
+    _builds_on_apply(benchmark, specs, outcome)
+
+
+def _builds_on_apply(benchmark: Benchmark, specs, outcome: Outcome) -> None:
+    """Which step each variant builds on (the waterfall's base; absent: the previous position),
+    once every variant of the file exists."""
+    by_name = {v.name: v for v in benchmark.variants.select_related("builds_on")}
+    for spec in specs:
+        variant, base = by_name[spec["name"]], spec.get("builds_on")
+        target = by_name[base] if base else None
+        if variant.builds_on_id != (target.pk if target else None):
+            old = variant.builds_on.name if variant.builds_on else "the previous step"
+            variant.builds_on = target
+            variant.save(update_fields=["builds_on"])
+            outcome.changes.append(f"update variant {benchmark.slug}/{variant.name}: builds_on: {old} -> "
+                                   f"{base or 'the previous step'}")
+
+
+def _variant_apply(benchmark, variant, spec, position, where, outcome, must_save: bool) -> None:
+    creating = variant is None
+    variant = variant or Variant(benchmark=benchmark, name=spec["name"], position=position)
+    values = {"flags": spec.get("flags", []), "env": spec.get("env", {}), "is_reference": spec.get("reference", False),
+              "position": position}
+    for name in ("flags", "env"):
+        _check_json_shape(Variant._meta.get_field(name), values[name], where)
+    before = _snapshot(variant, values)
+    for name, value in values.items():
+        setattr(variant, name, value)
+    _clean(variant, where, validate_unique=False, validate_constraints=False)
+    changed = _diff(before, variant)
+    if creating or changed or must_save:
+        variant.save()
+    if creating:
+        outcome.changes.append(f"create variant {benchmark.slug}/{variant.name} at position {position}")
+    elif changed:
+        outcome.changes.append(f"update variant {benchmark.slug}/{variant.name}: " + ", ".join(changed))
+
+
+def _watch_apply(spec: dict, where: str, outcome: Outcome) -> str:
+    missing = sorted(_WATCH_FIELDS - set(spec))
+    unknown = sorted(set(spec) - _WATCH_FIELDS - _WATCH_OPTIONAL)
+    if missing or unknown:
+        raise ApplyError(f"{where}: missing fields {missing}, unknown fields {unknown}; a watch has "
+                         f"{sorted(_WATCH_FIELDS)} and optionally {sorted(_WATCH_OPTIONAL)}")
+    try:
+        key = repo_key(spec["repo"])
+    except RepoURLError as exc:
+        raise ApplyError(f"{where}: repo: {exc}") from None
+    where = f"{where} ({key})"
+    watch = RepoWatch.objects.filter(repo_key=key).first()
+    creating = watch is None
+    watch = watch or RepoWatch(repo_key=key)
+    before = _snapshot(watch, ["repo_url", "branches", "secret_env", "pull_requests"])
+    watch.repo_url, watch.branches, watch.secret_env = spec["repo"], spec["branches"], spec["secret_env"]
+    watch.pull_requests = {} if spec.get("pull_requests") is None else spec["pull_requests"]
+    _clean(watch, where)
+    benchmarks = _watched_benchmarks(spec["benchmarks"], key, where)
+    changed = _diff(before, watch)
+    if creating or changed:
+        watch.save()
+    old = set() if creating else set(watch.benchmarks.values_list("slug", flat=True))
+    new = {b.slug for b in benchmarks}
+    if old != new:
+        watch.benchmarks.set(benchmarks)
+        changed.append(f"benchmarks: {sorted(old)} -> {sorted(new)}")
+    if creating:
+        outcome.changes.append(f"create watch {key}: branches {watch.branches} -> {sorted(new)}")
+    elif changed:
+        outcome.changes.append(f"update watch {key}: " + ", ".join(changed))
+    if not os.environ.get(watch.secret_env):
+        outcome.notes.append(f"watch {key}: ${watch.secret_env} is not set here; the web process needs it, "
+                             "or every delivery is refused")
+    return key
+
+
+def _watched_benchmarks(slugs, key: str, where: str) -> list[Benchmark]:
+    if not isinstance(slugs, list) or not slugs or not all(isinstance(s, str) for s in slugs):
+        raise ApplyError(f"{where}: benchmarks must be a non-empty list of slugs")
+    found = {b.slug: b for b in Benchmark.objects.filter(slug__in=slugs).select_related("engine_source")}
+    missing = [s for s in slugs if s not in found]
+    if missing:
+        raise ApplyError(f"{where}: no benchmarks {missing} (in the file or the database)")
+    for benchmark in found.values():
+        source = benchmark.engine_source
+        try:
+            ok = source is not None and bool(source.repo_url) and repo_key(source.repo_url) == key
+        except RepoURLError:
+            ok = False
+        if not ok:
+            engine = source.repo_url if source is not None and source.repo_url else "the installed engine"
+            raise ApplyError(f"{where}: benchmark {benchmark.slug!r} runs {engine}, not {key}: a push's commit "
+                             "could not be built for it (give it `engine: {repo: ...}` of this repository)")
+    return [found[s] for s in slugs]

@@ -1,0 +1,62 @@
+"""A worker's result: stored, judged and the run finished, in one transaction."""
+import logging
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from runners import hostinfo
+from runners.contract import JobResult
+
+from ..models import Artifact, Measurement, Run
+from .dispatch import _release_after
+from .judge import judge_finished_run
+from .progress import _stale_execution
+from .results import _discard_artifacts, _record_build, _store_artifacts
+
+log = logging.getLogger(__name__)
+
+
+def run_complete(*, run_id: int, result: JobResult | dict, task_id: str = "") -> bool:
+    """Store a worker's result, judge it and finish the run, in one transaction; False if the run
+    was no longer active. Idempotent: a message delivered again (a retry after a database error,
+    a redelivery) deletes no file that a stored row points to, and a finished run whose verdicts
+    are still missing is judged again (judge.judge_finished_run)."""
+    result = result if isinstance(result, JobResult) else JobResult.from_dict(result)
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(id=run_id)
+        if run.state not in Run.ACTIVE_STATES or _stale_execution(run, task_id):
+            if run.state not in Run.ACTIVE_STATES:
+                log.warning("result for run %s ignored: it is %s", run_id, run.state)
+            if run.state == Run.State.SUCCEEDED and run.judged_at is None and run.task_id == task_id:
+                judge_finished_run(run, compare=False)
+            artifacts = [a.to_dict() for a in result.artifacts]
+            transaction.on_commit(partial(_discard_artifacts, run_id, artifacts))
+            return False
+        _store_result(run, result)
+        if run.artifacts.filter(kind=Artifact.Kind.SERVER_LOG).exclude(file="").exists():
+            Run.objects.filter(id=run.id).update(live_log="")  # the stored log replaces the live tail
+        judge_finished_run(run)
+        _release_after(run)
+    return True
+
+
+def _store_result(run: Run, result: JobResult) -> None:
+    """The result's measurements, artifacts, build and host on RUN, which succeeds."""
+    default_point = run.benchmark.default_point  # an older worker's, and a point-less probe's, figures
+    for m in result.measurements:
+        point = m.point or default_point
+        Measurement.all_points.update_or_create(run=run, metric=m.metric, point=point, defaults={
+            "first_point": point == default_point, "value": m.value, "unit": m.unit, "direction": m.direction, "samples": m.samples,
+            "sample_flags": m.clean_sample_flags(), "ci_low": m.ci_low, "ci_high": m.ci_high, "details": m.details})
+    _store_artifacts(run, [a.to_dict() for a in result.artifacts])
+    _record_build(run, result.build)
+    if result.host is not None:  # without the fingerprint fields (an older report), the host name stands
+        run.host_info = result.host.to_dict()
+        run.host_fingerprint = hostinfo.fingerprint(run.host_info)[:300] if result.host.has_fingerprint else ""
+    run.state = Run.State.SUCCEEDED
+    run.phase = "done"
+    run.finished_at = run.heartbeat_at = timezone.now()
+    run.took_effect = result.took_effect
+    run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at", "took_effect", "host_info",
+                            "host_fingerprint"])

@@ -1,0 +1,98 @@
+"""Two runs (or two commits of one benchmark) side by side: every metric with its delta and
+whether the change is outside the noise, and every configuration difference."""
+from __future__ import annotations
+
+import re
+
+from django.db.models import Q
+from runners.contract import METRICS
+
+from ..models import Benchmark, Run
+from .selectors import run_queryset
+
+
+class BadCompareQuery(ValueError):
+    """A compare parameter is missing or malformed."""
+
+
+def _significance(a, b) -> str:
+    """'significant' when the confidence intervals do not overlap, 'within noise' when they do,
+    'no interval' when either run has none (a single sample, or a derived metric)."""
+    if None in (a.ci_low, a.ci_high, b.ci_low, b.ci_high):
+        return "no interval"
+    return "significant" if a.ci_high < b.ci_low or b.ci_high < a.ci_low else "within noise"
+
+
+def _verdict(direction: str, delta: float, significance: str) -> str:
+    if delta == 0 or direction == "none" or significance == "within noise":
+        return ""
+    better = (delta > 0) == (direction == "higher")
+    return "better" if better else "worse"
+
+
+def metric_rows(a: Run, b: Run) -> list[dict]:
+    ma, mb = {m.metric: m for m in a.measurements.all()}, {m.metric: m for m in b.measurements.all()}
+    order = [name for name in METRICS if name in ma or name in mb]
+    order += sorted((set(ma) | set(mb)) - set(order))
+    rows = []
+    for name in order:
+        x, y = ma.get(name), mb.get(name)
+        info = METRICS.get(name)
+        row = {"metric": name, "label": info.label if info else name, "unit": info.unit if info else "",
+               "a": x, "b": y, "delta": None, "delta_pct": None, "significance": "", "verdict": ""}
+        if x is not None and y is not None:
+            row["delta"] = y.value - x.value
+            row["delta_pct"] = row["delta"] / x.value if x.value else None
+            row["significance"] = _significance(x, y)
+            row["verdict"] = _verdict(info.direction if info else "none", row["delta"], row["significance"])
+        rows.append(row)
+    return rows
+
+
+def _config(run: Run) -> dict[str, str]:
+    benchmark, variant, build = run.benchmark, run.variant, run.build
+    config = {
+        "benchmark": benchmark.name, "variant": variant.name, "model": benchmark.model,
+        "tensor parallel": str(benchmark.tensor_parallel_size), "pool": benchmark.gpu_pool,
+        "flags": " ".join([*benchmark.engine_args, *variant.flags]),
+        "ref": run.ref, "commit": run.commit, "host": run.worker_host,
+        "build path": build.path if build else "", "engine version": build.engine_version if build else "",
+        "patches": ", ".join(p.name for p in run.patches.all()),
+    }
+    for key, value in sorted({**benchmark.engine_env, **variant.env}.items()):
+        config[f"env {key}"] = str(value)
+    return config
+
+
+def config_rows(a: Run, b: Run) -> list[dict]:
+    ca, cb = _config(a), _config(b)
+    keys = list(ca) + [k for k in cb if k not in ca]
+    return [{"key": k, "a": ca.get(k, ""), "b": cb.get(k, ""), "differs": ca.get(k, "") != cb.get(k, "")} for k in keys]
+
+
+def compare_queryset():
+    return run_queryset().prefetch_related("measurements", "patches")
+
+
+def parse_run_ids(a: str | None, b: str | None) -> tuple[int, int]:
+    if not (a and b and a.isdigit() and b.isdigit()):
+        raise BadCompareQuery(f"compare needs two run ids, ?a=<run id>&b=<run id>; got a={a!r}, b={b!r}")
+    return int(a), int(b)
+
+
+_COMMIT_RE = re.compile(r"^[0-9a-f]{4,64}$")
+
+
+def parse_commits(a: str | None, b: str | None) -> tuple[str, str]:
+    if not (a and b and _COMMIT_RE.match(a) and _COMMIT_RE.match(b)):
+        raise BadCompareQuery(f"compare needs two commits (hex, 4-64 characters), ?a=<commit>&b=<commit>; got a={a!r}, b={b!r}")
+    return a, b
+
+
+def commit_pairs(*, benchmark: Benchmark, a: str, b: str) -> list[tuple[Run, Run]]:
+    """Per variant, its newest successful run at commit A and at commit B (variants with both)."""
+    runs = list(compare_queryset().filter(benchmark=benchmark, state=Run.State.SUCCEEDED)
+                .filter(Q(commit__startswith=a) | Q(commit__startswith=b)).order_by("variant__position", "created_at", "id"))
+    at_a = {r.variant_id: r for r in runs if r.commit.startswith(a)}
+    at_b = {r.variant_id: r for r in runs if r.commit.startswith(b)}
+    return [(at_a[v], at_b[v]) for v in at_a if v in at_b]

@@ -1,0 +1,91 @@
+"""The home page's reads: per benchmark and variant the latest tok/s on its main line, its change
+against the previous commit, the latest verdict and a sparkline; and the runs that are queued or running.
+A fixed number of queries however many benchmarks, variants and runs there are."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Exists, OuterRef, Q, Subquery
+
+from runners.contract import CORRECT, DECODE_TOK_S
+
+from .branches import main_line
+from ..models import Benchmark, Measurement, Run, Variant
+
+SPARK_POINTS = 30  # successful runs per variant in the sparkline
+ACTIVE_LIMIT = 200
+
+
+def _variants_with_cutoff():
+    """Every variant, with the date of its SPARK_POINTS-th newest successful run with a decode
+    figure (None when it has fewer): found by the (variant, created_at) index, a few rows each."""
+    has_decode = Measurement.objects.filter(run=OuterRef("pk"), metric=DECODE_TOK_S)
+    nth = (Run.objects.filter(variant=OuterRef("pk"), state=Run.State.SUCCEEDED).exclude(trigger=Run.Trigger.PULL)
+           .filter(Exists(has_decode))
+           .order_by("-created_at", "-id").values("created_at")[SPARK_POINTS - 1:SPARK_POINTS])
+    return (Variant.objects.select_related("benchmark__engine_source").order_by("benchmark_id", "position")
+            .annotate(cutoff=Subquery(nth)))
+
+
+# Variants per query: SQLite parses an OR chain as a tree as deep as its terms (1,000 at most).
+VARIANTS_PER_QUERY = 150
+
+
+def _recent_decode_rows(variants) -> dict[int, list[dict]]:
+    """Per variant, its newest SPARK_POINTS successful runs' tok/s (newest first) with verdicts:
+    each variant's runs from its cutoff on, one query per VARIANTS_PER_QUERY variants (a window
+    over every run cost 0.2 s at 10,000 runs)."""
+    by_variant = defaultdict(list)
+    for i in range(0, len(variants), VARIANTS_PER_QUERY):
+        since = Q()
+        for v in variants[i:i + VARIANTS_PER_QUERY]:
+            since |= Q(run__variant_id=v.pk, **({"run__created_at__gte": v.cutoff} if v.cutoff else {}))
+        rows = list(Measurement.objects.filter(since, metric__in=[DECODE_TOK_S, CORRECT], run__state=Run.State.SUCCEEDED)
+                    .exclude(run__trigger=Run.Trigger.PULL)
+                    .order_by("-run__created_at", "-run_id")
+                    .values("metric", "run_id", "run__variant_id", "run__commit", "run__batch", "run__created_at",
+                            "run__outcome", "run__outcome_final", "run__branch", "value"))
+        verdicts = {r["run_id"]: r["value"] for r in rows if r["metric"] == CORRECT}
+        for row in rows:
+            if row["metric"] == DECODE_TOK_S and len(by_variant[row["run__variant_id"]]) < SPARK_POINTS:
+                by_variant[row["run__variant_id"]].append({**row, "verdict": verdicts.get(row["run_id"])})
+    return by_variant
+
+
+def _summary(rows: list[dict]) -> dict:
+    """Latest correct tok/s, the previous commit's, the change, the latest run's correctness and
+outcome, and the sparkline."""
+    good = [r for r in rows if r["verdict"] != 0]  # an incorrect run's speed is never the figure
+    latest = good[0] if good else None
+    previous = None
+    if latest:
+        key = latest["run__commit"] or latest["run__batch"]
+        previous = next((r for r in good if (r["run__commit"] or r["run__batch"]) != key), None)
+    change = None
+    if latest and previous and previous["value"]:
+        change = (latest["value"] - previous["value"]) / previous["value"]
+    newest = rows[0] if rows else None
+    return {
+        "latest": latest, "previous": previous, "change": change,
+        "verdict": None if newest is None else newest["verdict"], "verdict_run": newest and newest["run_id"],
+        "outcome": newest and newest["run__outcome"], "outcome_final": newest and newest["run__outcome_final"],
+        "spark": ",".join(f"{r['value']:.4g}" for r in reversed(good)),
+    }
+
+
+def home_benchmarks() -> list[dict]:
+    """[{benchmark, variants: [{variant, latest, previous, change, verdict, spark}], active: [Run]}]."""
+    all_variants = list(_variants_with_cutoff())
+    recent = _recent_decode_rows(all_variants)
+    variants = defaultdict(list)
+    for variant in all_variants:
+        line = main_line(variant.benchmark)  # other branches' runs are not the variant's figure
+        rows = [r for r in recent.get(variant.pk, []) if not line or r["run__branch"] == line]
+        variants[variant.benchmark_id].append({"variant": variant, **_summary(rows)})
+    active = defaultdict(list)
+    runs = (Run.objects.filter(state__in=[Run.State.QUEUED, *Run.ACTIVE_STATES])
+            .select_related("variant").order_by("created_at", "id")[:ACTIVE_LIMIT])
+    for run in runs:
+        active[run.benchmark_id].append(run)
+    return [{"benchmark": b, "variants": variants[b.pk], "active": active[b.pk]}
+            for b in Benchmark.objects.order_by("name")]

@@ -1,0 +1,93 @@
+"""Reads for the run page beyond its facts: live progress, correctness evidence with both
+outputs, the time budget, and the command that reproduces the run on a GPU host."""
+from __future__ import annotations
+
+import json
+import shlex
+
+from django.utils import timezone
+
+from runners.contract import (AB_ALLREDUCE_MS_DELTA, ALLREDUCE_SHARE, CORRECT, DECODE_TOK_S, GREEDY_ARTIFACT, ITL_MS_P50,
+                              TTFT_MS)
+
+from ..worker import pools
+from . import selectors
+from ..lifecycle import dispatch
+from ..storage.artifacts import ArtifactError
+from ..models import Artifact, Measurement, Run
+from .units import metric_text
+from ..lifecycle.timebudget import run_time_budget
+
+
+def run_elapsed_s(run: Run) -> float | None:
+    if run.started_at is None:
+        return None
+    return max(0.0, ((run.finished_at or timezone.now()) - run.started_at).total_seconds())
+
+
+def run_live(*, run: Run) -> dict:
+    """The polled JSON: run_status plus elapsed seconds, the server log's tail (the worker's live
+    tail while the run is active) and, while queued, its place in its pool's queue."""
+    _artifact, tail = selectors.run_log_tail(run=run)
+    return {**selectors.run_status(run=run), "elapsed_s": run_elapsed_s(run), "log_tail": tail,
+            "queue": pools.run_queue(run)}
+
+
+def _greedy_text(run_id: int | None) -> str | None:
+    if run_id is None:
+        return None
+    artifact = (Artifact.objects.filter(run_id=run_id, kind=Artifact.Kind.PROBE_JSON, name=GREEDY_ARTIFACT)
+                .exclude(file="").first())
+    if artifact is None:
+        return None
+    try:
+        return json.loads(artifact.read_text()).get("text")
+    except (ValueError, AttributeError, ArtifactError):
+        return None
+
+
+def run_correctness(*, measurements) -> dict | None:
+    """The verdict's evidence (first divergence, reason) and both greedy texts; None when not judged."""
+    verdict = next((m for m in measurements if m.metric == CORRECT), None)
+    if verdict is None:
+        return None
+    details = verdict.details or {}
+    reference_run = details.get("reference_run")
+    return {"correct": verdict.value == 1.0, "details": details, "reference_run": reference_run,
+            "verdict": details.get("verdict", "correct" if verdict.value == 1.0 else "incorrect"),
+            "text": _greedy_text(verdict.run_id), "reference_text": _greedy_text(reference_run)}
+
+
+def run_budget(*, measurements) -> dict | None:
+    values = {m.metric: m.value for m in measurements}
+    ab = next((m.details for m in measurements if m.metric == AB_ALLREDUCE_MS_DELTA), None)
+    return run_time_budget(values=values, ab_details=ab)
+
+
+def run_reproduce(*, run: Run) -> dict:
+    """The job spec as JSON and the command that runs it with the runners alone."""
+    spec = dispatch.run_spec(run)
+    spec_name = f"run-{run.pk}-spec.json"
+    command = shlex.join(["python", "-m", "runners", "execute", spec_name, "--out", f"run-{run.pk}-result.json"])
+    return {"spec_json": json.dumps(spec, indent=2, sort_keys=True), "spec_name": spec_name, "command": command}
+
+
+# The run page's table of workload points: (heading, metric, the metric whose unit it reads in).
+# The multi-stream figures are the concurrency probe's; a run without them shows '–'.
+POINT_COLUMNS = (("decode tok/s", DECODE_TOK_S, DECODE_TOK_S), ("slowest stream", "slowest_stream_tok_s", DECODE_TOK_S),
+                 ("aggregate", "aggregate_tok_s", DECODE_TOK_S), ("TTFT p50", TTFT_MS, TTFT_MS),
+                 ("ITL p50", ITL_MS_P50, ITL_MS_P50), ("allreduce share", ALLREDUCE_SHARE, ALLREDUCE_SHARE))
+
+
+def run_points(*, run: Run) -> dict | None:
+    """The run's workload points side by side, the first first; None for a run of one point."""
+    rows = Measurement.all_points.filter(run=run, metric__in=[metric for _, metric, _ in POINT_COLUMNS])
+    first = run.benchmark.default_point
+    values: dict[str, dict[str, float]] = {}
+    for m in rows.order_by("-first_point", "id"):
+        values.setdefault(m.point or first, {})[m.metric] = m.value  # a row without a point: the first point's
+    if len(values) < 2:
+        return None
+    return {"headings": [heading for heading, _, _ in POINT_COLUMNS],
+            "rows": [{"point": point, "cells": [metric_text(unit, figures.get(metric)) for _, metric, unit in POINT_COLUMNS]}
+                     for point, figures in values.items()]}

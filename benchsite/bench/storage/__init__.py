@@ -1,0 +1,1 @@
+"""Artifact storage: the files of runs (logs, traces, probe output) on the filesystem or S3."""

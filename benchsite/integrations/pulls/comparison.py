@@ -1,0 +1,180 @@
+"""Head against base, pure (no database): per variant, every judged metric's change with its
+interval on the ratio scale, correctness, the allreduce share and what took effect; then the
+comparison's outcome in the words of a run's outcome.
+
+The unit of evidence is an engine start (decode noise lives between starts): each side's run
+figures, when both sides have two or more; with fewer, the clean repeats of its runs (the
+interval then leaves the noise between starts out, and the row says so). The interval of
+head/base - 1 is Welch's on the logarithms, so it never passes -100%."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from statistics import fmean, median, variance
+
+from benchsite.bench.lifecycle import outcome as words
+from benchsite.regressions.tstats import t_quantile
+from runners import contract
+
+LEVEL = 0.975  # two-sided 95%
+HEADLINE = contract.DECODE_TOK_S
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run of one side, as the judgement needs it."""
+
+    run_id: int
+    state: str
+    error: str = ""
+    host: str = ""
+    figures: dict[str, float] = field(default_factory=dict)           # metric -> the run's figure
+    samples: dict[str, list[float]] = field(default_factory=dict)     # metric -> its clean repeats
+    share: float | None = None
+    took_effect: str = ""
+
+
+@dataclass(frozen=True)
+class Change:
+    effect: float
+    ci_low: float | None
+    ci_high: float | None
+
+
+def ratio_change(base: list[float], head: list[float]) -> Change | None:
+    """head/base - 1 from the geometric means, with Welch's 95% interval on the log scale; None
+    without positive values on both sides; no interval with fewer than two on either."""
+    lb, lh = [math.log(v) for v in base if v > 0], [math.log(v) for v in head if v > 0]
+    if not lb or not lh:
+        return None
+    diff = fmean(lh) - fmean(lb)
+    if len(lb) < 2 or len(lh) < 2:
+        return Change(math.exp(diff) - 1, None, None)
+    vb, vh = variance(lb) / len(lb), variance(lh) / len(lh)
+    se = math.sqrt(vb + vh)
+    if se == 0:
+        return Change(math.exp(diff) - 1, math.exp(diff) - 1, math.exp(diff) - 1)
+    df = (vb + vh) ** 2 / ((vb ** 2 / (len(lb) - 1) if vb else 0) + (vh ** 2 / (len(lh) - 1) if vh else 0))
+    half = _t(round(df, 2)) * se
+    return Change(math.exp(diff) - 1, math.exp(diff - half) - 1, math.exp(diff + half) - 1)
+
+
+@lru_cache(maxsize=4096)
+def _t(df: float) -> float:
+    """Student's quantile for Welch's degrees of freedom, to 0.01 (a resampling asks it millions of times)."""
+    return t_quantile(LEVEL, df)
+
+
+def _evidence(sides: list[Side], metric: str, per_start: bool) -> list[float]:
+    if per_start:
+        return [s.figures[metric] for s in sides if metric in s.figures]
+    return [v for s in sides for v in s.samples.get(metric, [])]
+
+
+def metric_change(metric: str, base: list[Side], head: list[Side], threshold: float) -> dict | None:
+    """{metric, unit, base, head, effect, ci_low, ci_high, threshold, word, evidence} or None
+    when a side lacks the metric."""
+    per_start = sum(metric in s.figures for s in base) >= 2 and sum(metric in s.figures for s in head) >= 2
+    b, h = _evidence(base, metric, per_start), _evidence(head, metric, per_start)
+    change = ratio_change(b, h)
+    if change is None:
+        return None
+    info = contract.METRICS.get(metric)
+    direction = info.direction if info else "none"
+    fact = words.VerdictFact(metric, _kind(change, direction, threshold), change.effect, change.ci_low,
+                             change.ci_high, threshold)
+    word = words.INCONCLUSIVE if words.is_inconclusive(fact) else {
+        "regression": words.REGRESSED, "improvement": words.IMPROVED, "no_change": words.PASSED}.get(fact.kind)
+    if change.ci_low is None:
+        word = words.INCONCLUSIVE  # one value a side: no interval, no pass
+    return {"metric": metric, "unit": info.unit if info else "", "direction": direction,
+            "base": median(s.figures[metric] for s in base if metric in s.figures),
+            "head": median(s.figures[metric] for s in head if metric in s.figures),
+            "effect": change.effect, "ci_low": change.ci_low, "ci_high": change.ci_high, "threshold": threshold,
+            "word": word, "evidence": "engine starts" if per_start else "repeats"}
+
+
+def _kind(change: Change, direction: str, threshold: float) -> str:
+    if change.ci_low is None or not (change.ci_low > 0 or change.ci_high < 0) or abs(change.effect) < threshold:
+        return "no_change"
+    better = change.effect > 0 if direction == "higher" else change.effect < 0
+    return "improvement" if better else "regression"
+
+
+def worst(found) -> str:
+    """The worst word, in the order a commit's runs are (outcome.WORST_FIRST)."""
+    found = set(found)
+    return next((w for w in words.WORST_FIRST if w in found), words.NOT_JUDGED)
+
+
+def _failed(base: list[Side], head: list[Side]) -> str:
+    for role, sides in (("base", base), ("head", head)):
+        bad = [s for s in sides if s.state != "SUCCEEDED"]
+        if bad or not sides:
+            first = bad[0] if bad else None
+            why = (first.error.strip().splitlines() or [first.state.lower()])[0] if first else "no run"
+            return f"{role} run #{first.run_id} {first.state.lower()}: {why}" if first else f"{role}: no run"
+    return ""
+
+
+def variant_row(variant: str, base: list[Side], head: list[Side], thresholds: dict[str, float],
+                correctness: tuple[str, str]) -> dict:
+    """One row of the comparison's table (the keys report.py and the PR page read)."""
+    changes = [c for m, t in thresholds.items() if (c := metric_change(m, base, head, t)) is not None]
+    headline = next((c for c in changes if c["metric"] == HEADLINE), None)
+    row = {"variant": variant, "metric": HEADLINE, "unit": contract.METRICS[HEADLINE].unit,
+           "base": headline and headline["base"], "head": headline and headline["head"],
+           "effect": headline and headline["effect"], "ci_low": headline and headline["ci_low"],
+           "ci_high": headline and headline["ci_high"], "threshold": thresholds.get(HEADLINE),
+           "correctness": correctness[0], "correctness_reason": correctness[1],
+           "share_base": _median([s.share for s in base]), "share_head": _median([s.share for s in head]),
+           "took_effect": next((s.took_effect for s in head if s.took_effect), ""),
+           "base_runs": [s.run_id for s in base], "head_runs": [s.run_id for s in head],
+           "metrics": changes, "note": ""}
+    row["outcome"], row["note"] = _row_word(row, base, head, changes, correctness[0])
+    return row
+
+
+def _row_word(row: dict, base: list[Side], head: list[Side], changes: list[dict], correct: str) -> tuple[str, str]:
+    if correct == "incorrect":
+        return words.INCORRECT, row["correctness_reason"]
+    if failed := _failed(base, head):
+        return words.FAILED, failed
+    hosts = {s.host for s in base + head}
+    if len(hosts) > 1:
+        return words.INCONCLUSIVE, f"the sides ran on {len(hosts)} different machines: not comparable"
+    if not changes:
+        return words.NOT_JUDGED, "no metric measured on both sides"
+    if correct not in ("identical", "drift"):  # drift: within the logprob tolerance, correct
+        return words.NOT_JUDGED, f"correctness not judged: {row['correctness_reason'] or 'no greedy output'}"
+    note = "" if changes[0]["evidence"] == "engine starts" else (
+        "one engine start a side: the interval is the repeats' (noise between starts left out)")
+    return worst(c["word"] for c in changes), note
+
+
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return median(values) if values else None
+
+
+def comparison_outcome(rows: list[dict]) -> tuple[str, str]:
+    """The worst row's word, and one line saying why (its headline change or its note)."""
+    if not rows:
+        return words.NOT_JUDGED, "no variant was compared"
+    word = worst(r["outcome"] for r in rows)
+    row = next(r for r in rows if r["outcome"] == word)
+    deciding = next((c for c in row["metrics"] if c["word"] == word), None)
+    if deciding is not None and word in (words.REGRESSED, words.IMPROVED, words.INCONCLUSIVE, words.PASSED):
+        return word, f"{row['variant']}: {change_text(deciding)}"
+    return word, f"{row['variant']}: {row['note'] or word.replace('_', ' ')}"
+
+
+def change_text(change: dict) -> str:
+    """'decode throughput -36.1% [-40.2%, -31.8%] (threshold 3%)'."""
+    info = contract.METRICS.get(change["metric"])
+    label = info.label if info else change["metric"]
+    text = f"{label} {change['effect'] * 100:+.1f}%"
+    if change["ci_low"] is not None:
+        text += f" [{change['ci_low'] * 100:+.1f}%, {change['ci_high'] * 100:+.1f}%]"
+    return text + f" (threshold {change['threshold'] * 100:g}%)"

@@ -1,0 +1,73 @@
+"""A comparison's table as the PR page reads it: every number with its unit (pure)."""
+from __future__ import annotations
+
+from benchsite.bench.pages import units
+from runners.contract import METRICS
+
+
+def value_text(metric: str, unit: str, value) -> str:
+    """'41.2 tok/s': the registry's format for a known metric, else the row's own unit."""
+    if value is None:
+        return "–"
+    if metric in METRICS:
+        return units.metric_text(metric, value)
+    return f"{units.number(value)} {unit}".strip()
+
+
+def effect_text(effect, low, high) -> str:
+    """head/base - 1 and its 95% interval: '−0.7% [−2.0%, +0.6%]'."""
+    if effect is None:
+        return "–"
+    text = units.change_text(effect)
+    return f"{text} {units.interval_text(low, high)}" if low is not None and high is not None else text
+
+
+def share_text(base, head) -> str:
+    """The allreduce share of a decode step, base to head: '42.0% → 40.0%'."""
+    if base is None and head is None:
+        return "–"
+    return f"{units.percent(base)} → {units.percent(head)}"
+
+
+def _number(row: dict, key: str):
+    value = row.get(key)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _change_rows(row: dict) -> list[dict]:
+    """The row's judged metrics besides its headline (ITL, TTFT, ...), each with its word."""
+    changes = row.get("metrics") if isinstance(row.get("metrics"), list) else []
+    return [{"metric": str(c.get("metric") or ""), "label": units.metric_label(str(c.get("metric") or "")),
+             "word": str(c.get("word") or ""),
+             "base": value_text(str(c.get("metric") or ""), str(c.get("unit") or ""), _number(c, "base")),
+             "head": value_text(str(c.get("metric") or ""), str(c.get("unit") or ""), _number(c, "head")),
+             "effect": effect_text(_number(c, "effect"), _number(c, "ci_low"), _number(c, "ci_high")),
+             "threshold": _threshold_text(_number(c, "threshold"))}
+            for c in changes if isinstance(c, dict) and c.get("metric") != row.get("metric")]
+
+
+def _threshold_text(threshold) -> str:
+    return "–" if threshold is None else f"±{units.percent(threshold)}"
+
+
+def table_rows(table) -> list[dict]:
+    """Each row of `comparison.table` with its texts; rows that are not mappings are skipped
+    (the table is JSON written by another module: the page must not fail on it)."""
+    rows = []
+    for row in table if isinstance(table, list) else []:
+        if not isinstance(row, dict):
+            continue
+        metric, unit = str(row.get("metric") or ""), str(row.get("unit") or "")
+        rows.append({
+            "variant": str(row.get("variant") or ""), "outcome": str(row.get("outcome") or ""),
+            "metric": metric, "label": units.metric_label(metric) if metric else "",
+            "base": value_text(metric, unit, _number(row, "base")),
+            "head": value_text(metric, unit, _number(row, "head")),
+            "effect": effect_text(_number(row, "effect"), _number(row, "ci_low"), _number(row, "ci_high")),
+            "threshold": _threshold_text(_number(row, "threshold")), "others": _change_rows(row),
+            "correctness": str(row.get("correctness") or "not judged"),
+            "correctness_reason": str(row.get("correctness_reason") or ""),
+            "share": share_text(_number(row, "share_base"), _number(row, "share_head")),
+            "took_effect": str(row.get("took_effect") or ""), "note": str(row.get("note") or ""),
+        })
+    return rows

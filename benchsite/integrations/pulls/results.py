@@ -1,0 +1,118 @@
+"""A comparison as its runs finish: running once the first starts, judged once all are final
+(comparison.py), then reported (tasks.queue_report)."""
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from django.db import transaction
+from django.utils import timezone
+
+from benchsite.bench.lifecycle.checks import greedy_output
+from benchsite.bench.lifecycle.tookeffect import took_effect_view
+from benchsite.bench.models import Measurement, Run
+from benchsite.bench.pages.selectors import split_samples
+from benchsite.bench.storage.artifacts import ArtifactError
+from benchsite.regressions.samples import run_figure
+from benchsite.regressions.series import host_fingerprint
+from benchsite.regressions.thresholds import judged_metrics, threshold_for
+from runners import contract
+from runners.probes.correctness import compare_outputs
+
+from .comparison import Side, comparison_outcome, variant_row
+from .models import Comparison, PullRun
+from .tasks import queue_report
+
+log = logging.getLogger(__name__)
+
+
+def comparison_started(sender, run_id: int, **kwargs) -> None:
+    """A run of a queued comparison was claimed: the comparison is running."""
+    comparison_id = PullRun.objects.filter(run_id=run_id).values_list("comparison_id", flat=True).first()
+    if comparison_id and Comparison.objects.filter(id=comparison_id, state=Comparison.State.QUEUED).update(
+            state=Comparison.State.RUNNING):
+        transaction.on_commit(partial(queue_report, comparison_id))
+
+
+def comparison_run_finished(sender, run_id: int, **kwargs) -> None:
+    """Never raises: a comparison's judgement must not fail the run."""
+    comparison_id = PullRun.objects.filter(run_id=run_id).values_list("comparison_id", flat=True).first()
+    if comparison_id is None:
+        return
+    try:
+        comparison_judge(comparison_id=comparison_id)
+    except Exception:
+        log.exception("comparison %s not judged after run %s", comparison_id, run_id)
+
+
+def comparison_judge(*, comparison_id: int) -> bool:
+    """Judge the comparison once every one of its runs is final; True when judged now."""
+    with transaction.atomic():
+        comparison = Comparison.objects.select_for_update().select_related("benchmark").get(id=comparison_id)
+        if comparison.state not in (Comparison.State.QUEUED, Comparison.State.RUNNING):
+            return False
+        pull_runs = list(comparison.pull_runs.select_related("run__variant").order_by("run_id"))
+        base_commits = [p.run.commit for p in pull_runs if p.role == PullRun.Role.BASE and p.run.commit]
+        comparison.merge_base = comparison.merge_base or (base_commits[0] if base_commits else "")
+        if any(not p.run.is_final for p in pull_runs):
+            comparison.save(update_fields=["merge_base"])
+            return False
+        comparison.table = _table(comparison, pull_runs)
+        comparison.outcome, comparison.summary = comparison_outcome(comparison.table)
+        if len(set(base_commits)) > 1:
+            comparison.summary += f"; the base runs measured {len(set(base_commits))} different merge bases"
+        comparison.state, comparison.finished_at = Comparison.State.DONE, timezone.now()
+        comparison.save(update_fields=["merge_base", "table", "outcome", "summary", "state", "finished_at"])
+        transaction.on_commit(partial(queue_report, comparison.id))
+    return True
+
+
+def _table(comparison: Comparison, pull_runs: list[PullRun]) -> list[dict]:
+    thresholds = {m: threshold_for(benchmark=comparison.benchmark, metric=m) for m in judged_metrics()}
+    variants = sorted({p.run.variant for p in pull_runs}, key=lambda v: v.position)
+    rows = []
+    for variant in variants:
+        mine = [p for p in pull_runs if p.run.variant_id == variant.id]
+        base = [p.run for p in mine if p.role == PullRun.Role.BASE]
+        head = [p.run for p in mine if p.role == PullRun.Role.HEAD]
+        rows.append(variant_row(variant.name, [_side(r) for r in base], [_side(r) for r in head], thresholds,
+                                _correctness(base, head)))
+    return rows
+
+
+def _side(run: Run) -> Side:
+    figures, samples = {}, {}
+    for m in Measurement.objects.filter(run=run):
+        figure = run_figure(m)
+        if figure is not None:
+            figures[m.metric] = figure
+            samples[m.metric] = split_samples(m)[0] or [figure]
+    view = took_effect_view(run.took_effect)
+    return Side(run_id=run.id, state=run.state, error=run.error, host=host_fingerprint(run), figures=figures,
+                samples=samples, share=figures.get(contract.ALLREDUCE_SHARE),
+                took_effect=view["summary"] if view else "")
+
+
+def _greedy(run: Run) -> dict | None:
+    try:
+        return greedy_output(run)
+    except (ArtifactError, ValueError) as exc:
+        log.warning("run %s: greedy output unreadable: %s", run.id, exc)
+        return None
+
+
+def _correctness(base: list[Run], head: list[Run]) -> tuple[str, str]:
+    """Head's greedy output against base's, on the same prompt: the worst of the head runs."""
+    reference = next((g for r in base if r.state == Run.State.SUCCEEDED and (g := _greedy(r))), None)
+    if reference is None:
+        return "not judged", "no greedy output from the base side"
+    verdicts = []
+    for run in head:
+        output = _greedy(run) if run.state == Run.State.SUCCEEDED else None
+        if output is not None:
+            verdicts.append(compare_outputs(reference, output))
+    if not verdicts:
+        return "not judged", "no greedy output from the head side"
+    bad = next((v for v in verdicts if v["verdict"] == "incorrect"), None)
+    chosen = bad or next((v for v in verdicts if v["verdict"] == "drift"), verdicts[0])
+    return chosen["verdict"], chosen.get("reason", "")

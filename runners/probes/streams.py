@@ -1,0 +1,243 @@
+"""Decode at concurrency N: one point of a workload (N streams at once, a prompt of P tokens).
+
+    measure_point(base_url=..., model=..., max_tokens=128, repeats=5, concurrency=8, prompt_tokens=512)
+
+Each timed repeat starts N streamed greedy completions at once (one thread each, released
+together by a barrier, over one connection each), and every stream is read and judged exactly
+as the single-stream probe reads one (runners.probes.decode: exact token counts from every source,
+no logprobs, arrival-timestamped reads, steady window, held-back and burst flags per stream).
+`warmup` unmeasured rounds of N streams come first. At concurrency 1 this is measure_decode
+itself (extra repeats, per-repeat engine ITL and all), with the keys below added.
+
+The result keeps the single-stream probe's keys (`decode_tok_s`, `ttft_ms`, `itl_ms` with
+p50/p90/p99 pooled over clean streams, `samples`, `warnings`, ...) and always has:
+  decode_tok_s          median of the clean streams' rates over all timed repeats
+  slowest_stream_tok_s  the lowest clean stream's rate
+  aggregate_tok_s       median over repeats of: the tokens of all the repeat's streams that arrived
+                        after its first token / (last token of any stream - first token of any
+                        stream); the token that opens the window is not counted, as in one
+                        stream's rate, so at concurrency 1 this is the stream's whole rate. Over the
+                        repeats whose streams are all clean (else all repeats, said in `warnings`)
+  ttft_ms_percentiles   p50/p90/p99 of the clean streams' TTFT (ttft_ms: their median)
+  streams               one object per timed stream: repeat, stream, decode_tok_s, ttft_ms, n_tokens,
+                        flags {flag, ttft_flag, held_back} (the single-stream probe's flags)
+  concurrency, prompt_tokens (as the server counted it), prompt_tokens_requested
+At concurrency N `samples` hold every stream, repeat-major (sample i is stream i % N of repeat
+i // N), `repeats_made` counts rounds, `repeats_clean` the rounds whose streams are all clean and
+`streams_clean` the clean streams; no extra rounds are
+made for flagged streams (the other streams of the round still measure), and when no stream is
+clean the figures come from flagged ones, said in `warnings`.
+"""
+from __future__ import annotations
+
+import threading
+
+import httpx
+
+from runners.analysis import stats
+from runners.probes import host
+from runners.probes.client import CompletionClient, ProbeError
+from runners.probes.decode import (DEFAULT_PROMPT, SERVER_DISAGREEMENT_WARN, _analyze, _compare_with_server, _flag_server_disagreement,
+                                   _jsonable, _request_body, _sample, _server_block, _stream_once, _summary,
+                                   measure_decode)
+from runners.probes.metrics import scrape_server_metrics, settled_metrics
+from runners.probes.prompts import exact_prompt
+
+MAX_CONCURRENCY = 1024
+
+
+def check_point(*, concurrency: int, prompt_tokens: int | None, max_tokens: int, repeats: int, warmup: int) -> None:
+    """ValueError for arguments no server could measure, before any request."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise ValueError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {concurrency!r}")
+    if prompt_tokens is not None and (not isinstance(prompt_tokens, int) or prompt_tokens < 1):
+        raise ValueError(f"prompt_tokens must be a positive integer, got {prompt_tokens!r}")
+    if max_tokens < 2:
+        raise ValueError("max_tokens must be >= 2 to measure decode (the first token is prefill)")
+    if repeats < 1 or warmup < 0:
+        raise ValueError("repeats must be >= 1 and warmup >= 0")
+
+
+def measure_point(*, base_url: str, model: str, max_tokens: int, repeats: int, warmup: int = 1,
+                  concurrency: int = 1, prompt: str = DEFAULT_PROMPT, prompt_tokens: int | None = None,
+                  timeout_s: float = 120, client: httpx.Client | None = None) -> dict:
+    """Decode at CONCURRENCY streams; with PROMPT_TOKENS the prompt is PROMPT's text cut to exactly
+    that many tokens by the server's tokenizer (runners.probes.prompts). CLIENT, when given, must
+    pool at least CONCURRENCY connections (httpx pools 100 by default). See the module doc."""
+    check_point(concurrency=concurrency, prompt_tokens=prompt_tokens, max_tokens=max_tokens, repeats=repeats,
+                warmup=warmup)
+    built = None
+    if prompt_tokens is not None:
+        with CompletionClient(base_url, timeout_s=timeout_s, client=client) as api:
+            built = exact_prompt(api, model, prompt_tokens, max_tokens, seed=prompt)
+        prompt = built["prompt"]
+    args = dict(base_url=base_url, model=model, prompt=prompt, max_tokens=max_tokens, repeats=repeats,
+                warmup=warmup, timeout_s=timeout_s)
+    if concurrency == 1:
+        result = with_stream_keys(measure_decode(**args, client=client))
+    else:
+        result = _measure_concurrent(**args, concurrency=concurrency, client=client)
+    result["prompt_tokens_requested"] = prompt_tokens
+    if built is not None:
+        result["prompt_cut_tokens"] = built["cut"]
+        counted = {s.get("prompt_tokens") for s in result["streams"]} - {None}
+        if counted and counted != {prompt_tokens}:
+            result["warnings"].append(f"the server counted {sorted(counted)} prompt tokens, {prompt_tokens} "
+                                      "were built with its /tokenize")
+    return result
+
+
+def with_stream_keys(result: dict) -> dict:
+    """The single-stream result with the keys of a point at concurrency 1 (see the module doc)."""
+    samples = result["samples"]
+    clean = [s for s in samples if not s["flag"]] or [s for s in samples if s["decode_tok_s"] is not None]
+    ttfts = [s["ttft_ms"] for s in clean if not s["ttft_flag"]] or [s["ttft_ms"] for s in clean]
+    result.update(
+        concurrency=1,
+        slowest_stream_tok_s=min(s["decode_tok_s"] for s in clean),
+        aggregate_tok_s=stats.median([s["whole_stream_tok_s"] for s in clean if s["whole_stream_tok_s"]]),
+        ttft_ms_percentiles=stats.percentiles(ttfts),
+        streams=[_stream_entry(s, i, 0, result["prompt_tokens"]) for i, s in enumerate(samples)],
+        streams_clean=result["repeats_clean"])
+    return result
+
+
+def _stream_entry(s: dict, repeat: int, stream: int, prompt_tokens: int | None) -> dict:
+    return {"repeat": repeat, "stream": stream, "decode_tok_s": s["decode_tok_s"], "ttft_ms": s["ttft_ms"],
+            "n_tokens": s["n_tokens"], "prompt_tokens": prompt_tokens, "response_id": s.get("response_id"),
+            "flags": {"flag": s["flag"], "ttft_flag": s["ttft_flag"], "held_back": s["held_back"]}}
+
+
+def run_round(api: CompletionClient, body: dict, concurrency: int, timeout_s: float) -> list[dict]:
+    """CONCURRENCY streams started together (a barrier releases their threads at once); their raw
+    records in start order. The first failure is raised once every stream has ended."""
+    records: list[dict | None] = [None] * concurrency
+    errors: list[BaseException] = []
+    gate = threading.Barrier(concurrency, timeout=timeout_s)
+
+    def one(i: int) -> None:
+        try:
+            gate.wait()
+            records[i] = _stream_once(api, body, timeout_s)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
+            errors.append(e)
+            gate.abort()
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if real or errors:
+        e = (real or errors)[0]
+        raise e if isinstance(e, ProbeError) else ProbeError(f"{len(errors)} of {concurrency} streams failed: {e!r}")
+    return records  # type: ignore[return-value]
+
+
+def aggregate_rate(streams: list[dict]) -> float | None:
+    """Tokens of all STREAMS (analyzed, with their raw chunks) that arrived after the first token
+    of any / (last token of any - first token of any); None for an empty window."""
+    firsts = [s["raw_chunks"][0] for s in streams]
+    start = min(c["t"] for c in firsts)
+    end = max(s["raw_chunks"][-1]["t"] for s in streams)
+    opening = min(firsts, key=lambda c: c["t"])["k"]
+    tokens = sum(s["n_tokens"] for s in streams) - opening
+    return tokens / (end - start) if end > start and tokens > 0 else None
+
+
+def _http_client(concurrency: int, timeout_s: float) -> httpx.Client:
+    """One connection per stream (httpx pools 100 by default): none waits for another's."""
+    return httpx.Client(trust_env=False, timeout=httpx.Timeout(timeout_s),
+                        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
+
+
+def _timed_rounds(api: CompletionClient, body: dict, model: str, concurrency: int, repeats: int,
+                  warmup: int, timeout_s: float) -> tuple[list[list[dict]], dict, dict, list[dict]]:
+    """Warmup rounds, then REPEATS timed ones: the analyzed streams of each, the /metrics scrapes
+    around the timed rounds and the host samples (one before each round, one after the last)."""
+    for _ in range(warmup):
+        run_round(api, body, concurrency, timeout_s)
+    before = scrape_server_metrics(api, model=model)
+    rounds, samples = [], [host.sample()]
+    for _ in range(repeats):
+        records = run_round(api, body, concurrency, timeout_s)
+        samples.append(host.sample())
+        where = {"host_loop_ms": samples[-2]["loop_ms"], "host_steal": host.steal_between(samples[-2], samples[-1])}
+        rounds.append([{**_analyze(rec), **where, "raw_chunks": rec["chunks"]} for rec in records])
+    after = settled_metrics(api, model, before, concurrency * repeats) if before["available"] else before
+    return rounds, before, after, samples
+
+
+def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: int, repeats: int, warmup: int,
+                        timeout_s: float, concurrency: int, client: httpx.Client | None) -> dict:
+    body = _request_body(model, prompt, max_tokens)
+    http = client or _http_client(concurrency, timeout_s)
+    try:
+        with CompletionClient(base_url, timeout_s=timeout_s, client=http) as api:
+            rounds, before, after, host_samples = _timed_rounds(api, body, model, concurrency, repeats, warmup,
+                                                                timeout_s)
+    finally:
+        if client is None:
+            http.close()
+    runs = [s for r in rounds for s in r]
+    warnings: list[str] = []
+    server = _server_block(before, after, runs, len(runs), warnings)
+    used = _usable_streams(rounds, warnings)
+    result = _summary(runs, used, warnings, base=api.base_url, model=model, max_tokens=max_tokens,
+                      repeats=repeats, warmup=warmup)
+    _add_point_keys(result, rounds, used, warnings)
+    result["server_metrics_available"] = bool(before["available"] and after.get("available"))
+    result["host"] = host.summary(host_samples, [a for a in result["aggregate_tok_s_per_repeat"] if a])
+    if result["host"]["unsteady"]:
+        warnings.append(result["host"]["unsteady"])
+    if server is None:
+        result["server_metrics_error"] = after.get("error") or before.get("error")
+    else:
+        _compare_with_server(result, server, warnings)
+        if result.get("server_agreement", 0) > SERVER_DISAGREEMENT_WARN:
+            _flag_server_disagreement(result)
+            for entry, sample in zip(result["streams"], result["samples"]):
+                entry["flags"]["flag"] = sample["flag"]
+    return _jsonable(result)
+
+
+def _usable_streams(rounds: list[list[dict]], warnings: list[str]) -> list[dict]:
+    """The clean streams; when none is clean, every one with a rate, said so (ProbeError if none)."""
+    for i, streams in enumerate(rounds):
+        for j, s in enumerate(streams):
+            if s["flag"]:
+                warnings.append(f"repeat {i} stream {j}: {s['suspect']}")
+    runs = [s for r in rounds for s in r]
+    clean = [s for s in runs if not s["flag"]]
+    used = clean or [s for s in runs if s["decode_tok_s"] is not None]
+    if not used:
+        raise ProbeError("no stream gave a measurable decode rate (all chunks arrived at once at the end?): "
+                         + "; ".join(warnings[:10]), received={"streams": len(runs)})
+    if not clean:
+        warnings.append(f"no clean stream in {len(runs)}: the figures come from flagged streams")
+    elif len(clean) < len(runs):
+        warnings.append(f"statistics use {len(clean)} of {len(runs)} streams (flagged ones excluded)")
+    return used
+
+
+def _add_point_keys(result: dict, rounds: list[list[dict]], used: list[dict], warnings: list[str]) -> None:
+    """The keys of a point (module doc) over the ROUNDS of streams; USED: the streams the statistics use."""
+    n = len(rounds[0])
+    per_repeat = [aggregate_rate(streams) for streams in rounds]
+    whole = [a for a, streams in zip(per_repeat, rounds) if a is not None and not any(s["flag"] for s in streams)]
+    if not whole:
+        whole = [a for a in per_repeat if a is not None]
+        warnings.append("no repeat had all its streams clean: aggregate_tok_s is over repeats with flagged streams")
+    ttft_used = [s for s in used if not s["ttft_flag"]] or used
+    result.update(
+        concurrency=n, repeats_made=len(rounds), repeats_clean=sum(not any(s["flag"] for s in r) for r in rounds),
+        streams_clean=sum(not s["flag"] for r in rounds for s in r),
+        slowest_stream_tok_s=min(s["decode_tok_s"] for s in used),
+        aggregate_tok_s=stats.median(whole) if whole else None, aggregate_tok_s_per_repeat=per_repeat,
+        ttft_ms_percentiles=stats.percentiles([s["ttft_ms"] for s in ttft_used]),
+        samples=[{**_sample(s), "repeat": i, "stream": j} for i, r in enumerate(rounds) for j, s in enumerate(r)],
+        streams=[_stream_entry(s, i, j, s["prompt_tokens"]) for i, r in enumerate(rounds) for j, s in enumerate(r)],
+        notes=[f"repeat {i} stream {j}: {h['start_chunks']} leading and {h['end_chunks']} trailing chunks arrived in "
+               f"bursts (held back): rate over the {h['window_tokens']} tokens that arrived at their own pace"
+               for i, r in enumerate(rounds) for j, s in enumerate(r) if (h := s["held_back"]) and not s["flag"]])

@@ -1,0 +1,61 @@
+"""Workload points on the pages: the run page shows its points side by side (numbers with their
+units), the benchmark page has a point selector, and the chart JSON takes `point`."""
+import pytest
+
+from benchsite.bench.lifecycle import claim, complete
+from benchsite.bench.lifecycle.trigger import runs_trigger
+from benchsite.bench.models import Run
+from runners.contract import Measurement as Figure
+
+pytestmark = pytest.mark.django_db
+C16 = "c16-p8192-m256"
+
+
+def _figure(metric, value, point=""):
+    return {**Figure.of(metric, value).to_dict(), **({"point": point} if point else {})}
+
+
+@pytest.fixture
+def run(ladder_benchmark, sent):
+    ladder_benchmark.workloads = [{"max_tokens": 256}, {"concurrency": 16, "prompt_tokens": 8192, "max_tokens": 256}]
+    ladder_benchmark.save()
+    [run] = runs_trigger(benchmark=ladder_benchmark, trigger=Run.Trigger.API, variants=[ladder_benchmark.variants.first()])
+    claim.run_claim(run_id=run.id, task_id="t", worker_host="gpu-1")
+    figures = [_figure("decode_tok_s", 50.1, "c1-p0-m256"), _figure("ttft_ms", 41.0, "c1-p0-m256"),
+               _figure("itl_ms_p50", 19.9, "c1-p0-m256"), _figure("allreduce_share", 0.0848),
+               _figure("decode_tok_s", 31.5, C16), _figure("ttft_ms", 880.0, C16), _figure("itl_ms_p50", 0.75, C16)]
+    assert complete.run_complete(run_id=run.id, task_id="t", result={"measurements": figures})
+    return Run.objects.get(id=run.id)
+
+
+def _table(page: str) -> str:
+    start = page.index('id="run-points"')
+    return page[start:page.index("</table>", start)]
+
+
+def test_the_run_page_shows_its_points_side_by_side(client, run):
+    table = _table(client.get(f"/runs/{run.id}/").content.decode())
+    for heading in ("decode tok/s", "slowest stream", "aggregate", "TTFT p50", "ITL p50", "allreduce share"):
+        assert f"<th class=\"num\">{heading}</th>" in table
+    first, sixteen = table.split("<code>")[1:]
+    assert first.startswith("c1-p0-m256") and sixteen.startswith(C16)
+    assert all(cell in first for cell in ("50.1 tok/s", "41 ms", "19.9 ms", "8.5%"))
+    assert all(cell in sixteen for cell in ("31.5 tok/s", "880 ms", "750 us", "–"))
+
+
+def test_a_run_of_one_point_has_no_points_table(client, ladder_benchmark, sent):
+    [single] = runs_trigger(benchmark=ladder_benchmark, trigger=Run.Trigger.API, variants=[ladder_benchmark.variants.first()])
+    assert 'id="run-points"' not in client.get(f"/runs/{single.id}/").content.decode()
+
+
+def test_the_chart_json_and_the_benchmark_page_take_a_point(client, run):
+    url = f"/api/benchmarks/{run.benchmark.slug}/chart/"
+    default = client.get(url).json()
+    at16 = client.get(url, {"point": C16}).json()
+    assert (default["point"], at16["point"]) == ("c1-p0-m256", C16)
+    assert [p["y"] for p in default["variants"][0]["points"]] == [50.1]
+    assert [p["y"] for p in at16["variants"][0]["points"]] == [31.5]
+    bad = client.get(url, {"point": "c2-p0-m8"})
+    assert bad.status_code == 400 and f"this benchmark's points: c1-p0-m256, {C16}" in bad.json()["error"]
+    page = client.get(f"/b/{run.benchmark.slug}/", {"point": C16}).content.decode()
+    assert f'<option value="{C16}" selected>' in page and f'data-point="{C16}"' in page

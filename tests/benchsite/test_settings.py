@@ -1,0 +1,77 @@
+"""The web side reads its environment once, in benchsite/settings.py; the code reads
+django.conf.settings (regressions' settings included)."""
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+READERS = {"settings.py", "env.py"}  # the settings module and the typed readers it uses
+
+
+def settings_in(env: dict, expression: str) -> subprocess.CompletedProcess:
+    code = ("import django; django.setup(); from django.conf import settings as s; "
+            f"print(repr({expression}))")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "DJANGO_SETTINGS"))}
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**base, "DJANGO_SETTINGS_MODULE": "benchsite.settings", **env})
+
+
+def test_regressions_settings_are_django_settings():
+    defaults = settings_in({}, "(s.BENCH_VERDICT_MIN_HISTORY, s.BENCH_VERDICT_MAX_HISTORY, "
+                               "s.BENCH_CONFIRM_REGRESSIONS, s.BENCH_CONFIRM_HOST_SEEN_H, s.BENCH_ALERT_MAX_RETRIES, "
+                               "s.BENCH_ALERT_RETRY_BASE_MS, s.BENCH_ALERT_TIMEOUT_S, s.BENCH_ALERT_SECRET, "
+                               "s.BENCH_ALERT_FROM_EMAIL, s.BENCH_COMM_HEALTH_DRIFT, s.BENCH_COMM_HEALTH_HISTORY, "
+                               "s.BENCH_ALLOW_FILE_REPOS)")
+    assert defaults.returncode == 0, defaults.stderr
+    assert defaults.stdout.strip() == "(3, 20, True, 24, 5, 30000, 10, '', '', 0.25, 10, False)"
+    set_ = settings_in({"BENCH_VERDICT_MIN_HISTORY": "5", "BENCH_CONFIRM_REGRESSIONS": "0",
+                        "BENCH_COMM_HEALTH_DRIFT": "0.1", "BENCH_ALLOW_FILE_REPOS": "1"},
+                       "(s.BENCH_VERDICT_MIN_HISTORY, s.BENCH_CONFIRM_REGRESSIONS, s.BENCH_COMM_HEALTH_DRIFT, "
+                       "s.BENCH_ALLOW_FILE_REPOS)")
+    assert set_.stdout.strip() == "(5, False, 0.1, True)", set_.stderr
+
+
+def test_a_bad_value_stops_start_up_naming_the_variable():
+    bad = settings_in({"BENCH_COMM_HEALTH_DRIFT": "lots"}, "s.BENCH_COMM_HEALTH_DRIFT")
+    assert bad.returncode != 0 and "BENCH_COMM_HEALTH_DRIFT='lots' is not a number" in bad.stderr
+    bad = settings_in({"BENCH_VERDICT_MIN_HISTORY": "1"}, "s.BENCH_VERDICT_MIN_HISTORY")
+    assert bad.returncode != 0 and "BENCH_VERDICT_MIN_HISTORY=1 must be at least 2" in bad.stderr
+
+
+def _is_os_environ(node) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
+            and node.value.id == "os")
+
+
+def _literal_reads(tree) -> list[tuple[int, str]]:
+    """os.environ.get("NAME"), os.environ["NAME"], os.getenv("NAME"), env_int("NAME", ...): a
+    setting read in place.
+    (A name held in a variable, such as a webhook's `secret_env`, is data, not a setting.)"""
+    reads = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            func, arg = node.func, node.args[0]
+            getter = (func.attr == "get" and _is_os_environ(func.value)) or (
+                func.attr == "getenv" and isinstance(func.value, ast.Name) and func.value.id == "os")
+            if getter and isinstance(arg, ast.Constant):
+                reads.append((node.lineno, arg.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            if node.func.id.startswith("env_") and isinstance(node.args[0], ast.Constant):  # benchsite.env
+                reads.append((node.lineno, node.args[0].value))
+        if isinstance(node, ast.Subscript) and _is_os_environ(node.value) and isinstance(node.slice, ast.Constant):
+            reads.append((node.lineno, node.slice.value))
+    return reads
+
+
+def test_no_module_but_settings_reads_a_setting_from_the_environment():
+    offenders = []
+    for path in sorted((ROOT / "benchsite").rglob("*.py")):
+        rel = path.relative_to(ROOT / "benchsite").as_posix()
+        if rel in READERS:
+            continue
+        offenders += [f"benchsite/{rel}:{line} {name}" for line, name in _literal_reads(ast.parse(path.read_text()))]
+    assert offenders == [], "add a setting to benchsite/settings.py and read django.conf.settings"
+    assert not (ROOT / "benchsite" / "regressions" / "conf.py").exists()

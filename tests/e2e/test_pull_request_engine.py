@@ -1,0 +1,176 @@
+"""A pull request end to end on the real CPU engine, then the same commit pushed to main: a signed
+`opened` delivery over HTTP to the live app, a real repository whose PR head sleeps 250 ms per
+decode step and forces every greedy token to one id while main moves on after the PR branched off;
+both sides built and measured by runners.job (the test plays the GPU worker, in the order the
+runs were sent), judged (incorrect, and the table shows the slowdown), reported as a check run to
+a GitHub App played locally. Then the head is pushed to main: its run (the head's measurement,
+reused: same commit, same engine) is judged incorrect by the API and the commit status. Two
+engine starts: one a side (`starts_per_side: 1`)."""
+import json
+import uuid
+
+import httpx
+import pytest
+
+from benchsite.bench.lifecycle import claim, complete, dispatch
+from benchsite.bench.models import Benchmark, EngineSource, Run
+from benchsite.integrations.models import Comparison, RepoWatch
+from benchsite.integrations.pulls.report import comparison_report
+from benchsite.integrations.pulls.tasks import REPORT_TASK
+from runners.job import run_job
+from tests.benchsite.integrations.conftest import SECRET, SECRET_ENV, github_push, sign
+from tests.benchsite.integrations.pulls.conftest import app_key, forget_tokens, github  # noqa: F401 (fixtures)
+from tests.benchsite.integrations.pulls.events import github_pull_request
+from tests.runners.builder.conftest import build_config, fresh_main, installed_vllm, vllm_remote  # noqa: F401
+
+LLAMA = "vllm/model_executor/models/llama.py"
+ORIGINAL = """        logits = self.logits_processor(self.lm_head, hidden_states)
+        return logits
+"""
+FORCED_TOKEN = 7
+SLOWER = f"""        logits = self.logits_processor(self.lm_head, hidden_states)
+        import time as _bench_time  # bench PR test: 250 ms more per decode step
+        _bench_time.sleep(0.25)
+        import json as _j, os as _o  # and what a PR's code can read of its environment
+        open(ENV_DUMP, "w").write(_j.dumps(dict(_o.environ)))
+        if logits is not None:  # and every greedy token becomes {FORCED_TOKEN}
+            logits = torch.full_like(logits, -1e4)
+            logits[..., {FORCED_TOKEN}] = 0.0
+        return logits
+"""
+WORKER_SECRETS = {"CELERY_BROKER_URL": "redis://:broker-password@10.0.0.5:6379/0",
+                  "BENCH_ARTIFACTS_S3_SECRET_ACCESS_KEY": "s3-secret-key-of-the-worker",
+                  "DJANGO_SECRET_KEY": "web-secret-key"}
+
+pytestmark = [pytest.mark.engine, pytest.mark.postgres_pass, pytest.mark.django_db(transaction=True),
+              pytest.mark.timeout(600),
+              pytest.mark.xdist_group("vllm-remote")]  # one copy of the vLLM tree's repository with the push test
+
+
+def _report(sent):
+    """The report tasks queued so far, run as the web worker runs them."""
+    for name, args, _ in [s for s in sent if s[0] == REPORT_TASK]:
+        comparison_report(comparison_id=args[0])
+    sent[:] = [s for s in sent if s[0] != REPORT_TASK]
+
+
+def _work_the_queue(sent, tmp_path, build_config) -> dict:
+    """The GPU worker: each run in the order it was sent, built and measured for real; the
+    results by run id."""
+    results = {}
+    for name, args, _ in [s for s in sent if s[0] == "bench.execute_run"]:
+        run = Run.objects.get(id=args[0])
+        spec = {**dispatch.run_spec(run), "probes": ["decode", "correctness"]}
+        assert claim.run_claim(run_id=run.id, task_id=f"t{run.id}", worker_host="test-host")
+        _report(sent)
+        result = run_job(spec, work_dir=tmp_path / f"work-{run.id}", build_config=build_config).to_dict()
+        assert complete.run_complete(run_id=run.id, result=result)
+        results[run.id] = result
+        _report(sent)
+    sent[:] = [s for s in sent if s[0] != "bench.execute_run"]
+    return results
+
+
+def _deliver(live_server, event: str, payload: dict) -> httpx.Response:
+    body = json.dumps(payload).encode()
+    return httpx.post(f"{live_server.url}/webhooks/github/", content=body, timeout=30, headers={
+        "Content-Type": "application/json", "X-GitHub-Event": event, "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": sign(body)})
+
+
+def test_a_slower_pr_with_a_wrong_output_is_incorrect_against_its_merge_base_and_so_is_its_push(
+        fresh_main, build_config, tiny_model_dir, tmp_path, live_server, sent, monkeypatch, github, settings):
+    llama = (installed_vllm() / "model_executor/models/llama.py").read_text()
+    env_dump = tmp_path / "head-env.json"
+    slower = SLOWER.replace("ENV_DUMP", repr(str(env_dump)))
+    head = fresh_main.commit({LLAMA: llama.replace(ORIGINAL, slower)}, "sleep per step", branch="perf/slow")
+    fresh_main.reset_to(fresh_main.base)
+    tip = fresh_main.commit({"README.md": "main moved on\n"}, "main moves on")
+    engine = EngineSource.objects.create(name="vllm", kind=EngineSource.Kind.GIT, repo_url=fresh_main.url,
+                                         default_ref="main")
+    benchmark = Benchmark.objects.create(
+        name="tiny", slug="tiny", model=str(tiny_model_dir), engine_source=engine, max_tokens=8, repeats=3,
+        warmup=1, startup_timeout_s=300,
+        engine_args=["--enforce-eager", "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "2"])
+    benchmark.variants.create(position=1, name="eager", is_reference=True)
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    watch = RepoWatch.objects.create(repo_url="https://github.com/vllm-project/vllm", branches=["main"],
+                                     secret_env=SECRET_ENV, pull_requests={"starts_per_side": 1})
+    watch.benchmarks.set([benchmark])  # GitHub's repository, mirrored here as the file:// remote
+
+    response = _deliver(live_server, "pull_request", github_pull_request("opened", head=head))
+    assert response.status_code == 202, response.text
+    _report(sent)
+    for name, value in WORKER_SECRETS.items():  # what a GPU worker's own environment holds
+        monkeypatch.setenv(name, value)
+    results = _work_the_queue(sent, tmp_path, build_config)
+    seen = json.loads(env_dump.read_text())  # the PR's code ran in the engine, and could not read them
+    assert not set(WORKER_SECRETS) & set(seen), sorted(seen)
+    assert not any(secret in value for value in seen.values() for secret in WORKER_SECRETS.values())
+
+    comparison = Comparison.objects.get()
+    assert comparison.state == Comparison.State.DONE, comparison.summary
+    assert comparison.merge_base == fresh_main.base and comparison.merge_base != tip  # not the moved tip
+    [row] = comparison.table
+    assert comparison.outcome == "incorrect" and row["outcome"] == "incorrect", (comparison.summary, row)
+    assert row["correctness"] == "incorrect" and comparison.summary.startswith("eager: ")
+    # the table still shows the slowdown (a quiet host: regressed, -95%; under CI's load the base's
+    # own steps reach 130 ms and its repeats spread: the interval may then straddle the threshold)
+    assert row["head"] < row["base"] and row["effect"] < -0.2 and row["ci_low"] < row["effect"], row
+    assert {m["metric"]: m["word"] for m in row["metrics"]}["decode_tok_s"] in ("regressed", "inconclusive")
+    runs = {p.role: p.run for p in comparison.pull_runs.select_related("run")}
+    assert runs["base"].commit == fresh_main.base and runs["head"].commit == head
+    head_result = results[runs["head"].id]
+    assert head_result["build"]["path"] == "overlay" and head_result["build"]["commit"] == head
+    assert head_result["build"]["base_commit"] == fresh_main.base
+    greedy = next(a for a in head_result["artifacts"] if a["name"] == "greedy.json")
+    assert set(json.loads(greedy["content"])["token_ids"]) == {FORCED_TOKEN}
+    assert any(a["kind"] == "build_log" for a in head_result["artifacts"])
+    # the check run at (a local) GitHub, as the App: queued, in progress, then the verdict in place
+    assert len(github.calls("POST", "/access_tokens")) == 1  # the installation token, cached
+    checks = [r for r in github.requests if "/check-runs" in r["path"] and r["method"] != "GET"]
+    assert [(r["method"], r["json"]["status"], r["json"].get("conclusion")) for r in checks] == [
+        ("POST", "queued", None), ("PATCH", "in_progress", None), ("PATCH", "completed", "failure")]
+    assert checks[-1]["json"]["output"]["title"].startswith("incorrect")
+    assert checks[0]["json"]["head_sha"] == head and checks[0]["json"]["name"] == "decode-bench/tiny"
+    summary = checks[-1]["json"]["output"]["summary"]
+    assert "| variant |" in summary and "eager" in summary and "tok/s" in summary and "/pr/github.com/" in summary
+    pull = httpx.get(f"{live_server.url}/api/pulls/github.com/vllm-project/vllm/12/", timeout=30).json()
+    assert (pull["outcome"], pull["outcome_final"], pull["comparisons"][0]["merge_base"]) == (
+        "incorrect", True, fresh_main.base)
+    roles = httpx.get(f"{live_server.url}/api/runs/", params={"pull_request": 12, "repo": "github.com/vllm-project/vllm"},
+                      timeout=30).json()["runs"]
+    assert sorted((r["role"], r["pull_request"]) for r in roles) == [("base", 12), ("head", 12)]
+
+    _push_of_the_head(live_server, sent, head, head_result, results[runs["base"].id], github, settings, fresh_main)
+
+
+def _push_of_the_head(live_server, sent, head, head_result, base_result, github, settings, fresh_main):
+    """The head pushed to main: a push run at that commit, its result the head's (same commit, same
+    engine), judged against main's reference run at the base commit (whose result is the base
+    side's: a PR's own runs are never a reference); the API says incorrect, never a plain
+    success, and so does the commit status."""
+    from benchsite.bench.lifecycle import trigger
+    from benchsite.integrations import status
+
+    benchmark = Benchmark.objects.get(slug="tiny")
+    (reference,) = trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.API, commit=fresh_main.base,
+                                        ref=fresh_main.base, branch="main")
+    assert claim.run_claim(run_id=reference.id, task_id="reference", worker_host="test-host")
+    assert complete.run_complete(run_id=reference.id, result=base_result)
+    settings.BENCH_GITHUB_TOKEN = "ghp_test"  # commit statuses of pushes (the PR's check is the App's)
+    response = _deliver(live_server, "push", github_push(after=head, repo="https://github.com/vllm-project/vllm"))
+    assert response.status_code == 202, response.text
+    (run_id,) = response.json()["runs"]
+    assert claim.run_claim(run_id=run_id, task_id="push", worker_host="test-host")
+    assert complete.run_complete(run_id=run_id, result=head_result)
+    for name, args, _ in [s for s in sent if s[0] == "hooks.report_commit_status"]:
+        status.commit_status_report(run_id=args[0])
+    [row] = httpx.get(f"{live_server.url}/api/runs/", params={"commit": head, "branch": "main"}, timeout=30).json()["runs"]
+    assert (row["id"], row["state"], row["outcome"], row["correct"], row["outcome_final"]) == (
+        run_id, "SUCCEEDED", "incorrect", False, True)
+    assert row["decode_tok_s"] > 0 and row["pull_request"] is None  # measured, and still not a success
+    commit = httpx.get(f"{live_server.url}/api/commits/{head[:7]}/", timeout=30).json()
+    assert (commit["outcome"], [r["id"] for r in commit["runs"]]) == ("incorrect", [run_id])  # PR runs: not the commit's
+    statuses = [r["json"]["state"] for r in github.requests if f"/statuses/{head}" in r["path"]]
+    assert statuses and statuses[-1] == "failure", statuses
