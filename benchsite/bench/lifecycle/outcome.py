@@ -51,16 +51,18 @@ class RunFacts:
 
 
 def is_inconclusive(v: VerdictFact) -> bool:
-    """No verdict of change, yet the interval lies on one side of zero (the figure did move)
-    and reaches past the threshold: the change may or may not be material. An interval around
-    zero is no evidence of a change: that metric passed."""
+    """No verdict of change, yet either the interval lies on one side of zero (the figure did
+    move) and reaches past the threshold, or the estimate itself is past the threshold and the
+    interval is too wide to tell it from zero (a -50% estimate in [-99%, +30%]): the change may
+    or may not be material. An estimate within the threshold, its interval around zero, is no
+    evidence of a change: that metric passed."""
     if v.kind != _NO_CHANGE or v.ci_low is None or v.ci_high is None or not v.threshold:
         return False
     if v.ci_low > 0:
         return v.ci_low < v.threshold < v.ci_high
     if v.ci_high < 0:
         return v.ci_low < -v.threshold < v.ci_high
-    return False
+    return v.effect is not None and abs(v.effect) >= v.threshold
 
 
 def _metric_word(v: VerdictFact, facts: RunFacts) -> str | None:

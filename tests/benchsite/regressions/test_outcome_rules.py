@@ -54,6 +54,8 @@ def test_inconclusive_when_the_interval_straddles_the_threshold_on_one_side_of_z
     assert is_inconclusive(verdict("no_change", -0.02, -0.04, -0.005))  # moved, maybe beyond -3%
     assert is_inconclusive(verdict("no_change", 0.02, 0.005, 0.04))
     assert not is_inconclusive(verdict("no_change", -0.01, -0.06, 0.04))  # around zero: no evidence of a change
+    assert is_inconclusive(verdict("no_change", -0.5, -0.99, 0.3))  # far past -3%, too noisy to tell from zero
+    assert is_inconclusive(verdict("no_change", 0.03, -0.01, 0.07))
     assert not is_inconclusive(verdict("no_change", -0.01, -0.02, -0.005))  # moved, within the threshold
     assert not is_inconclusive(verdict("regression", -0.05, -0.07, -0.01))
     facts = succeeded(verdict("no_change", -0.02, -0.04, -0.005), verdict("improvement", 0.2, 0.1, 0.3, metric=ITL))

@@ -66,3 +66,12 @@ def test_one_start_a_side_uses_the_repeats_and_says_so_and_missing_data_never_pa
     nothing = variant_row("eager", [side(1, None)], [side(2, None)], THRESHOLDS, ("not judged", "no output"))
     assert nothing["outcome"] == "not_judged"
     assert comparison_outcome([])[0] == "not_judged"
+
+
+def test_a_slowdown_too_noisy_to_tell_from_zero_is_inconclusive_never_passed():
+    # one start a side under load: the head's repeats are far slower, the base's spread wide
+    row = variant_row("eager", [side(1, 120.0, samples=[40.0, 125.0, 300.0])],
+                      [side(2, 60.0, samples=[20.0, 60.0, 140.0])], THRESHOLDS, ("identical", ""))
+    decode = {m["metric"]: m for m in row["metrics"]}["decode_tok_s"]
+    assert decode["effect"] < -0.2 and decode["ci_low"] < 0 < decode["ci_high"]
+    assert decode["word"] == "inconclusive" and row["outcome"] == "inconclusive"
