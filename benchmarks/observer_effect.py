@@ -20,7 +20,7 @@ each kind, in an order rotated from round to round so that a drift of the host c
 Around every request the server's own inter-token latency (vLLM's /metrics histogram, engine
 timestamps) is read, so each kind also gets the engine's view of its speed. Reported: per kind
 the median tok/s and server ITL; per round the paired ratios probe/plain and logprobs/plain,
-with their median and range. Issue 8's target: probe within 0.2% of plain on GPUs.
+with their median and range. The target: probe within 0.2% of plain on GPUs.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8 item 2 in one device call (nvidia-h200-x2): the synthetic TP=2 step's A/B marginal
+# In one device call (nvidia-h200-x2): the synthetic TP=2 step's A/B marginal
 # cost per allreduce, the interleaved comm probe's prediction (a proxy of a few layers), the
 # plain sweep's isolated figure, and the Llama-8B-shaped prediction of the real vLLM ladder's
 # Simple-vs-LL cost (LLAMA_PROTOS=custom,LL,Simple with vLLM importable: also the custom-allreduce
