@@ -50,6 +50,9 @@ _RUN = {
         "measurements": {"type": "array", "items": _MEASUREMENT,
                          "description": "every figure of the run, at each of its workload points"},
         "error": {"type": "string"},
+        "notes": {"type": "array", "items": {"type": "string"},
+                  "description": "the worker's notes of a finished run that are not figures, e.g. a workload point "
+                  "skipped because the engine cannot hold it (GET /api/runs/{id}/)"},
         "queue": {"oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/Queue"}],
                   "description": "while QUEUED: its place in its pool's queue and whether a worker serves the pool"},
         "outcome": _OUTCOME, "outcome_final": _FINAL,

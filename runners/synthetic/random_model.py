@@ -23,6 +23,7 @@ SHAPES = {
     "llama-8b": (4096, 32, 32, 8, 14336),
     "llama-1b": (2048, 16, 32, 8, 8192),
 }
+LLAMA_CONTEXT = 131072  # Llama-3.1's context
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 
 
@@ -37,6 +38,7 @@ def build_random_llama(path: Path, *, shape: str, tokenizer_from: Path, dtype: s
         "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
         "num_key_value_heads": kv_heads, "intermediate_size": inter, "head_dim": hidden // heads,
         "torch_dtype": dtype,
+        "max_position_embeddings": LLAMA_CONTEXT,  # long-context workload points need it; 4096 would refuse them
     }
     vocab, head_dim = config["vocab_size"], hidden // heads
     if device == "auto":

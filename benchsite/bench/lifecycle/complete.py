@@ -58,5 +58,6 @@ def _store_result(run: Run, result: JobResult) -> None:
     run.phase = "done"
     run.finished_at = run.heartbeat_at = timezone.now()
     run.took_effect = result.took_effect
-    run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at", "took_effect", "host_info",
+    run.notes = [note[:2000] for note in result.notes[:100]]
+    run.save(update_fields=["state", "phase", "finished_at", "heartbeat_at", "took_effect", "notes", "host_info",
                             "host_fingerprint"])

@@ -171,6 +171,7 @@ def run_status(*, run: Run) -> dict:
         "created_at": _iso(run.created_at),
         "started_at": _iso(run.started_at),
         "finished_at": _iso(run.finished_at),
+        "notes": run.notes,
         "measurements": [
             {
                 "metric": m.metric,

