@@ -248,7 +248,7 @@ class Run(models.Model):
                                     help_text="Where a failed run failed.")
     live_log = models.TextField(blank=True, help_text="The build's and engine's log tail (last 64 KB) the worker "
                                 "sent while the run was active; emptied once the stored server log replaces it.")
-    notes = models.JSONField(default=list, blank=True, help_text="What the worker noted of a finished run that is not a figure: a workload point skipped (the engine cannot hold it), a point not measured yet.")
+    notes = models.JSONField(default=list, blank=True, help_text="What the worker noted of a finished run that is not a figure: a workload point skipped because the engine cannot hold it.")
     took_effect = models.JSONField(default=dict, blank=True,
                                    help_text="Per setting of the variant: asked, effective, verdict and the "
                                              "engine's own log lines that show it (runners.analysis.evidence).")

@@ -84,21 +84,17 @@ def profiler_traces(profile: dict | None) -> list[dict]:
     return [file_artifact("profiler_trace", Path(p).name, p) for p in paths if Path(p).is_file()]
 
 
-OPEN_LOOP_NOTE = "not measured: open-loop arrivals (request_rate) are not measured yet"
-
-
-def measure_point(ctx: ProbeContext, point: WorkloadPoint) -> dict | None:
-    """The decode probe's document for one workload point, or None when it cannot be measured. A
+def measure_point(ctx: ProbeContext, point: WorkloadPoint) -> dict:
+    """The decode probe's document for one workload point. A
     single stream of the benchmark's prompt text is today's measure_decode, exactly; other points
-    go to the multi-stream probe (runners/probes/streams.py)."""
-    if point.request_rate is not None:
-        return None
+    go to the multi-stream probe (runners/probes/streams.py), open-loop at the point's request_rate."""
     spec = ctx.spec
     args = dict(base_url=ctx.base_url, model=ctx.served_model, prompt=spec.prompt, max_tokens=point.max_tokens,
                 repeats=int(spec.repeats), warmup=int(spec.warmup), timeout_s=ctx.timeout_s)
     if point.concurrency == 1 and point.prompt_tokens is None:
         return measure_decode(**args)
-    return measure_streams(**args, concurrency=point.concurrency, prompt_tokens=point.prompt_tokens)
+    return measure_streams(**args, concurrency=point.concurrency, prompt_tokens=point.prompt_tokens,
+                           request_rate=point.request_rate)
 
 
 def _engine_log(ctx: ProbeContext) -> str:
@@ -122,10 +118,10 @@ class DecodeProbe(ProbeBase):
         out, first = ProbeOutput(), ctx.spec.default_point
         for point in ctx.spec.workloads:
             skipped = several and workloads.skip_reason(point, args=ctx.engine_args, kv_tokens=kv_tokens)
-            decode = None if skipped else measure_point(ctx, point)
-            if decode is None:
-                out.notes.append(skipped or f"point {point.id} {OPEN_LOOP_NOTE}")
+            if skipped:
+                out.notes.append(skipped)
                 continue
+            decode = measure_point(ctx, point)
             out.measurements += [replace(m, point=point.id) for m in _typed(decode_measurements(decode))]
             out.artifacts.append(_json_artifact("decode.json" if point == first else f"decode-{point.id}.json", decode))
             if point == first:

@@ -1,5 +1,5 @@
 """`python -m runners probe decode --base-url URL --model NAME --max-tokens N --repeats R
-[--concurrency C] [--prompt-tokens P] --json`
+[--concurrency C] [--prompt-tokens P] [--request-rate R] --json`
 
 Prints one JSON object (with --json) or a short summary (runners.probes.streams.measure_point).
 Exit status: 0 measured, 2 for bad arguments (concurrency outside 1..1024, say: before any
@@ -26,6 +26,9 @@ def add_arguments(parser):
                    help=f"streams started at once in each repeat, 1 to {MAX_CONCURRENCY} (default 1)")
     p.add_argument("--prompt-tokens", type=int, default=None,
                    help="cut the prompt to exactly this many tokens with the server's /tokenize")
+    p.add_argument("--request-rate", type=float, default=None,
+                   help="send each repeat's streams open-loop, as a Poisson process of R requests a second "
+                        "(like vllm bench serve --request-rate), not all at once")
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt (with --prompt-tokens: the seed text)")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds to wait for the server at any one point (default 120)")
@@ -40,7 +43,7 @@ def main(args) -> int:
         result = measure_point(base_url=args.base_url, model=args.model, prompt=args.prompt,
                                max_tokens=args.max_tokens, repeats=args.repeats, warmup=args.warmup,
                                concurrency=args.concurrency, prompt_tokens=args.prompt_tokens,
-                               timeout_s=args.timeout)
+                               request_rate=args.request_rate, timeout_s=args.timeout)
     except ProbeError as e:
         print(f"decode probe failed: {e.message}", file=sys.stderr)
         if e.received is not None:

@@ -6,7 +6,10 @@ Each timed repeat starts N streamed greedy completions at once (one thread each,
 together by a barrier, over one connection each), and every stream is read and judged exactly
 as the single-stream probe reads one (runners.probes.decode: exact token counts from every source,
 no logprobs, arrival-timestamped reads, steady window, held-back and burst flags per stream).
-`warmup` unmeasured rounds of N streams come first. At concurrency 1 this is measure_decode
+With REQUEST_RATE the N streams of a round arrive open-loop instead, as a Poisson process of that
+many requests a second (exponential gaps, seeded by the round's number so every run of a benchmark
+sends the same schedule: `arrival_offsets`), as `vllm bench serve --request-rate` sends them;
+`arrivals_s` holds each timed round's offsets. `warmup` unmeasured rounds of N streams come first. At concurrency 1 this is measure_decode
 itself (extra repeats, per-repeat engine ITL and all), with the keys below added.
 
 The result keeps the single-stream probe's keys (`decode_tok_s`, `ttft_ms`, `itl_ms` with
@@ -30,7 +33,9 @@ clean the figures come from flagged ones, said in `warnings`.
 """
 from __future__ import annotations
 
+import random
 import threading
+import time
 
 import httpx
 
@@ -44,12 +49,18 @@ from runners.probes.metrics import scrape_server_metrics, settled_metrics
 from runners.probes.prompts import exact_prompt
 
 MAX_CONCURRENCY = 1024
+MAX_REQUEST_RATE = 10_000.0  # requests a second
 
 
-def check_point(*, concurrency: int, prompt_tokens: int | None, max_tokens: int, repeats: int, warmup: int) -> None:
+def check_point(*, concurrency: int, prompt_tokens: int | None, max_tokens: int, repeats: int, warmup: int,
+                request_rate: float | None = None) -> None:
     """ValueError for arguments no server could measure, before any request."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
         raise ValueError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {concurrency!r}")
+    if request_rate is not None and (isinstance(request_rate, bool) or not isinstance(request_rate, (int, float))
+                                     or not 0 < request_rate <= MAX_REQUEST_RATE):
+        raise ValueError(f"request_rate must be a number of requests a second above 0 and at most "
+                         f"{MAX_REQUEST_RATE:g}, got {request_rate!r}")
     if prompt_tokens is not None and (not isinstance(prompt_tokens, int) or prompt_tokens < 1):
         raise ValueError(f"prompt_tokens must be a positive integer, got {prompt_tokens!r}")
     if max_tokens < 2:
@@ -60,12 +71,14 @@ def check_point(*, concurrency: int, prompt_tokens: int | None, max_tokens: int,
 
 def measure_point(*, base_url: str, model: str, max_tokens: int, repeats: int, warmup: int = 1,
                   concurrency: int = 1, prompt: str = DEFAULT_PROMPT, prompt_tokens: int | None = None,
-                  timeout_s: float = 120, client: httpx.Client | None = None) -> dict:
+                  request_rate: float | None = None, timeout_s: float = 120,
+                  client: httpx.Client | None = None) -> dict:
     """Decode at CONCURRENCY streams; with PROMPT_TOKENS the prompt is PROMPT's text cut to exactly
-    that many tokens by the server's tokenizer (runners.probes.prompts). CLIENT, when given, must
-    pool at least CONCURRENCY connections (httpx pools 100 by default). See the module doc."""
+    that many tokens by the server's tokenizer (runners.probes.prompts); with REQUEST_RATE the
+    streams arrive open-loop. CLIENT, when given, must pool at least CONCURRENCY connections
+    (httpx pools 100 by default). See the module doc."""
     check_point(concurrency=concurrency, prompt_tokens=prompt_tokens, max_tokens=max_tokens, repeats=repeats,
-                warmup=warmup)
+                warmup=warmup, request_rate=request_rate)
     built = None
     if prompt_tokens is not None:
         with CompletionClient(base_url, timeout_s=timeout_s, client=client) as api:
@@ -73,11 +86,12 @@ def measure_point(*, base_url: str, model: str, max_tokens: int, repeats: int, w
         prompt = built["prompt"]
     args = dict(base_url=base_url, model=model, prompt=prompt, max_tokens=max_tokens, repeats=repeats,
                 warmup=warmup, timeout_s=timeout_s)
-    if concurrency == 1:
+    if concurrency == 1:  # one request at a time: open-loop arrivals change nothing
         result = with_stream_keys(measure_decode(**args, client=client))
     else:
-        result = _measure_concurrent(**args, concurrency=concurrency, client=client)
+        result = _measure_concurrent(**args, concurrency=concurrency, client=client, request_rate=request_rate)
     result["prompt_tokens_requested"] = prompt_tokens
+    result["request_rate"] = request_rate
     if built is not None:
         result["prompt_cut_tokens"] = built["cut"]
         counted = {s.get("prompt_tokens") for s in result["streams"]} - {None}
@@ -108,9 +122,21 @@ def _stream_entry(s: dict, repeat: int, stream: int, prompt_tokens: int | None) 
             "flags": {"flag": s["flag"], "ttft_flag": s["ttft_flag"], "held_back": s["held_back"]}}
 
 
-def run_round(api: CompletionClient, body: dict, concurrency: int, timeout_s: float) -> list[dict]:
-    """CONCURRENCY streams started together (a barrier releases their threads at once); their raw
-    records in start order. The first failure is raised once every stream has ended."""
+def arrival_offsets(concurrency: int, request_rate: float, seed: int) -> list[float]:
+    """Seconds after a round's start at which its streams are sent: a Poisson process of
+    REQUEST_RATE a second (the first at 0), the same for the same SEED."""
+    rng, t, offsets = random.Random(seed), 0.0, [0.0]
+    for _ in range(concurrency - 1):
+        t += rng.expovariate(request_rate)
+        offsets.append(t)
+    return offsets
+
+
+def run_round(api: CompletionClient, body: dict, concurrency: int, timeout_s: float,
+              arrivals: list[float] | None = None) -> list[dict]:
+    """CONCURRENCY streams started together (a barrier releases their threads at once), or each
+    at its offset in ARRIVALS (seconds after the release); their raw records in start order. The
+    first failure is raised once every stream has ended."""
     records: list[dict | None] = [None] * concurrency
     errors: list[BaseException] = []
     gate = threading.Barrier(concurrency, timeout=timeout_s)
@@ -118,12 +144,15 @@ def run_round(api: CompletionClient, body: dict, concurrency: int, timeout_s: fl
     def one(i: int) -> None:
         try:
             gate.wait()
+            if arrivals:
+                time.sleep(max(0.0, released + arrivals[i] - time.perf_counter()))
             records[i] = _stream_once(api, body, timeout_s)
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
             errors.append(e)
             gate.abort()
 
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(concurrency)]
+    released = time.perf_counter() + 0.05  # the threads are all waiting at the barrier by then
     for t in threads:
         t.start()
     for t in threads:
@@ -153,15 +182,19 @@ def _http_client(concurrency: int, timeout_s: float) -> httpx.Client:
 
 
 def _timed_rounds(api: CompletionClient, body: dict, model: str, concurrency: int, repeats: int,
-                  warmup: int, timeout_s: float) -> tuple[list[list[dict]], dict, dict, list[dict]]:
+                  warmup: int, timeout_s: float, request_rate: float | None = None,
+                  ) -> tuple[list[list[dict]], dict, dict, list[dict]]:
     """Warmup rounds, then REPEATS timed ones: the analyzed streams of each, the /metrics scrapes
     around the timed rounds and the host samples (one before each round, one after the last)."""
-    for _ in range(warmup):
-        run_round(api, body, concurrency, timeout_s)
+    def arrivals(seed: int) -> list[float] | None:
+        return arrival_offsets(concurrency, request_rate, seed) if request_rate else None
+
+    for i in range(warmup):
+        run_round(api, body, concurrency, timeout_s, arrivals(-1 - i))
     before = scrape_server_metrics(api, model=model)
     rounds, samples = [], [host.sample()]
-    for _ in range(repeats):
-        records = run_round(api, body, concurrency, timeout_s)
+    for i in range(repeats):
+        records = run_round(api, body, concurrency, timeout_s, arrivals(i))
         samples.append(host.sample())
         where = {"host_loop_ms": samples[-2]["loop_ms"], "host_steal": host.steal_between(samples[-2], samples[-1])}
         rounds.append([{**_analyze(rec), **where, "raw_chunks": rec["chunks"]} for rec in records])
@@ -170,13 +203,14 @@ def _timed_rounds(api: CompletionClient, body: dict, model: str, concurrency: in
 
 
 def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: int, repeats: int, warmup: int,
-                        timeout_s: float, concurrency: int, client: httpx.Client | None) -> dict:
+                        timeout_s: float, concurrency: int, client: httpx.Client | None,
+                        request_rate: float | None = None) -> dict:
     body = _request_body(model, prompt, max_tokens)
     http = client or _http_client(concurrency, timeout_s)
     try:
         with CompletionClient(base_url, timeout_s=timeout_s, client=http) as api:
             rounds, before, after, host_samples = _timed_rounds(api, body, model, concurrency, repeats, warmup,
-                                                                timeout_s)
+                                                                timeout_s, request_rate)
     finally:
         if client is None:
             http.close()
@@ -188,6 +222,8 @@ def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: i
                       repeats=repeats, warmup=warmup)
     _add_point_keys(result, rounds, used, warnings)
     result["server_metrics_available"] = bool(before["available"] and after.get("available"))
+    if request_rate:
+        result["arrivals_s"] = [arrival_offsets(concurrency, request_rate, i) for i in range(repeats)]
     result["host"] = host.summary(host_samples, [a for a in result["aggregate_tok_s_per_repeat"] if a])
     if result["host"]["unsteady"]:
         warnings.append(result["host"]["unsteady"])

@@ -30,10 +30,12 @@ def test_two_points_are_measured_in_one_engine_start(tmp_path, fake_engine):
     result = run_job(spec, work_dir=tmp_path / "work", report=lambda phase, state=None: phases.append(phase))
     assert phases.count("starting engine") == 1
     assert [(m.point, m.metric) for m in result.measurements] == [
-        *(("c1-p0-m4", name) for name in DECODE_METRICS), *(("c1-p0-m6", name) for name in DECODE_METRICS)]
+        *(("c1-p0-m4", name) for name in DECODE_METRICS), *(("c1-p0-m6", name) for name in DECODE_METRICS),
+        *(("c1-p0-m4-r4", name) for name in DECODE_METRICS)]  # one stream a round: arrivals change nothing
     assert result.measurement("decode_tok_s", "c1-p0-m6").details["tokens_per_repeat"][0] == 6
-    assert result.notes == [f"point c1-p0-m4-r4 {builtin.OPEN_LOOP_NOTE}"]
-    assert [a.name for a in result.artifacts] == ["vllm-serve.log", "decode.json", "decode-c1-p0-m6.json"]
+    assert result.notes == []
+    assert [a.name for a in result.artifacts] == ["vllm-serve.log", "decode.json", "decode-c1-p0-m6.json",
+                                                  "decode-c1-p0-m4-r4.json"]
     assert JobResult.from_dict(result.to_dict()) == result
 
 

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='run',
             name='notes',
-            field=models.JSONField(blank=True, default=list, help_text='What the worker noted of a finished run that is not a figure: a workload point skipped (the engine cannot hold it), a point not measured yet.'),
+            field=models.JSONField(blank=True, default=list, help_text='What the worker noted of a finished run that is not a figure: a workload point skipped because the engine cannot hold it.'),
         ),
     ]

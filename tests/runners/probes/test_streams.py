@@ -10,7 +10,7 @@ import pytest
 from runners.analysis import stats
 from runners.probes.client import CompletionClient
 from runners.probes.prompts import cut_order, exact_prompt
-from runners.probes.streams import MAX_CONCURRENCY, measure_point
+from runners.probes.streams import MAX_CONCURRENCY, arrival_offsets, measure_point
 
 ROOT = Path(__file__).resolve().parents[3]
 MODEL = "fake-model"
@@ -150,6 +150,31 @@ def test_a_prompt_longer_than_the_context_fails_before_any_timed_request(token_s
 def test_cuts_are_tried_next_to_the_first_in_a_fixed_order():
     assert cut_order(10) == [10, 9, 11, 8, 12, 7, 13, 6, 14]
     assert cut_order(2) == [2, 1, 3, 4, 5, 6]
+
+
+def test_open_loop_streams_arrive_on_their_poisson_schedule_and_still_measure(token_server):
+    """request_rate 10: each round's 4 streams reach the server at the seeded Poisson offsets
+    (mean gap 100 ms), the same schedule every time, and each stream still reads its cadence."""
+    sc = dict(cadences="4_4_4_4", tag="open-loop")
+    result = measure_point(base_url=token_server.url(**sc), model=MODEL, max_tokens=24, repeats=2, warmup=0,
+                           concurrency=4, request_rate=10)
+    assert result["request_rate"] == 10 and POINT_KEYS <= set(result)
+    assert result["arrivals_s"] == [arrival_offsets(4, 10, 0), arrival_offsets(4, 10, 1)]
+    assert arrival_offsets(4, 10, 0) != arrival_offsets(4, 10, 1) and arrival_offsets(4, 10, 0)[0] == 0.0
+    by_id = {r["id"]: r for r in token_server.log(**sc)}
+    for repeat, offsets in enumerate(result["arrivals_s"]):
+        recv = sorted(by_id[s["response_id"]]["recv"] for s in result["streams"] if s["repeat"] == repeat)
+        seen = [t - recv[0] for t in recv]
+        assert all(abs(a - b) < 0.04 for a, b in zip(seen, offsets)), (seen, offsets)  # threads wake late under load
+    clean = [s["decode_tok_s"] for s in result["streams"] if not s["flags"]["flag"]]
+    assert len(clean) >= 6 and stats.median(clean) == pytest.approx(250, rel=0.05)
+
+
+@pytest.mark.parametrize("rate", [0, -2.0, 20_000.0])
+def test_a_bad_request_rate_is_refused_before_any_request(rate):
+    with pytest.raises(ValueError, match="request_rate must be a number of requests a second above 0"):
+        measure_point(base_url="http://127.0.0.1:9", model=MODEL, max_tokens=8, repeats=1, concurrency=2,
+                      request_rate=rate)
 
 
 # ----------------------------------------------------------------------------------- bad input
