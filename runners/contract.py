@@ -54,6 +54,7 @@ COMM_US_PER_CALL = "comm_us_per_call"
 AB_ALLREDUCE_MS_DELTA = "ab_allreduce_ms_delta"
 MEM_BANDWIDTH_GB_S = "mem_bandwidth_gb_s"
 WEIGHT_BYTES_PER_GPU = "weight_bytes_per_gpu"
+KV_BYTES_PER_TOKEN = "kv_bytes_per_token"
 LAUNCH_GAP_MS = "launch_gap_ms"
 
 # The one registry: every metric a job or the service's comparisons may store.
@@ -80,6 +81,8 @@ METRICS: dict[str, Metric] = {
         # bandwidth a copy benchmark measured on the worker.
         Metric(MEM_BANDWIDTH_GB_S, "GB/s", "none", "device memory bandwidth (copy benchmark)"),
         Metric(WEIGHT_BYTES_PER_GPU, "B", "none", "weight bytes each GPU reads per token"),
+        # ... plus, at a workload point, every stream's KV cache: bytes per token of context.
+        Metric(KV_BYTES_PER_TOKEN, "B", "none", "KV-cache bytes each GPU reads per token of context"),
         Metric(LAUNCH_GAP_MS, "ms", "lower", "launch gaps per decode step (device idle between kernels)"),
     )
 }

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from runners import contract, workloads
+from runners.analysis import floor
 from runners.analysis import share as comm_share
 from runners.outputs.artifacts import file_artifact, text_artifact
 from runners.contract import (AGGREGATE_TOK_S, DECODE_TOK_S, GREEDY_ARTIFACT, ITL_MS_P50, ITL_MS_P90, ITL_MS_P99,
@@ -207,13 +208,22 @@ class MembwProbe(ProbeBase):
 
 
 class WeightsProbe(ProbeBase):
-    """The weight bytes each GPU reads per token, from a local model directory (every job)."""
+    """The weight bytes each GPU reads per token, from a local model directory, and the KV-cache
+    bytes per token of context from its config.json (every job): the floor's bytes."""
     name, stage, always = "weights", "after", True
-    metrics = _metrics(contract.WEIGHT_BYTES_PER_GPU)
+    metrics = _metrics(contract.WEIGHT_BYTES_PER_GPU, contract.KV_BYTES_PER_TOKEN)
 
     def run(self, ctx: ProbeContext) -> ProbeOutput:
-        return ProbeOutput(measurements=_typed(membw.weight_measurements(
-            model=ctx.spec.model, tensor_parallel_size=int(ctx.spec.tensor_parallel_size))))
+        tp = int(ctx.spec.tensor_parallel_size)
+        found = membw.weight_measurements(model=ctx.spec.model, tensor_parallel_size=tp)
+        kv_dtype = workloads.flag_value(list(ctx.engine_args or ()), "--kv-cache-dtype")
+        kv = floor.kv_bytes_per_token(ctx.model_config, tensor_parallel_size=tp, kv_cache_dtype=kv_dtype) \
+            if ctx.model_config else None
+        if kv:
+            found.append(contract.measurement(contract.KV_BYTES_PER_TOKEN, kv, details={
+                "how": f"K and V of every layer per token, config.json of {ctx.spec.model}, tensor parallel size "
+                       f"{tp}, KV cache dtype {kv_dtype or 'the model dtype'}"}))
+        return ProbeOutput(measurements=_typed(found))
 
 
 for _probe in (DecodeProbe(), CorrectnessProbe(), AllreduceProbe(), CommProbe(), ShareProbe(), MembwProbe(),

@@ -77,6 +77,7 @@ import hashlib
 import json
 import math
 import time
+import uuid
 from typing import Any
 
 import httpx
@@ -122,7 +123,13 @@ SERVER_DISAGREEMENT_WARN = 0.25
 # one streamed request
 
 
-def _request_body(model: str, prompt: str, max_tokens: int) -> dict:
+FRESH_CACHE_SALT = "fresh"  # a body's cache_salt of this value becomes a new random salt per request
+
+
+def _request_body(model: str, prompt: str, max_tokens: int, fresh_prefix: bool = False) -> dict:
+    """The streamed greedy request. FRESH_PREFIX: every request sent with this body gets its own
+    `cache_salt` (_for_request), so vLLM reuses no cached prefix between requests: no prefix-cache
+    hit on a repeat's prefill, no cascade attention over a prefix that concurrent streams share."""
     return {
         "model": model,
         "prompt": prompt,
@@ -133,7 +140,14 @@ def _request_body(model: str, prompt: str, max_tokens: int) -> dict:
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "return_token_ids": True,
+        **({"cache_salt": FRESH_CACHE_SALT} if fresh_prefix else {}),
     }
+
+
+def _for_request(body: dict) -> dict:
+    if body.get("cache_salt") == FRESH_CACHE_SALT:
+        return {**body, "cache_salt": uuid.uuid4().hex}
+    return body
 
 
 class _Tally:
@@ -212,6 +226,7 @@ def _raw(obj: dict) -> str:
 
 def _stream_once(api: CompletionClient, body: dict, timeout_s: float) -> dict:
     """Send one request, read the whole stream. Returns the raw record of the repeat."""
+    body = _for_request(body)
     tally = _Tally(body["max_tokens"])
     t_send = time.perf_counter()
     with api.stream_completion(body, timeout_s=timeout_s, progress=tally.so_far) as stream:
@@ -412,7 +427,7 @@ def _digest(ids: list[int] | None, text: str) -> str:
 
 def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, max_tokens: int,
                    repeats: int, warmup: int = 1, timeout_s: float = 120,
-                   client: httpx.Client | None = None) -> dict:
+                   client: httpx.Client | None = None, fresh_prefix: bool = False) -> dict:
     """Measure single-request streamed greedy decode. See the module doc for definitions.
 
     `timeout_s` bounds each wait on the server (connect, and each network read of the stream):
@@ -422,7 +437,7 @@ def measure_decode(*, base_url: str, model: str, prompt: str = DEFAULT_PROMPT, m
         raise ValueError("max_tokens must be >= 2 to measure decode (the first token is prefill)")
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be >= 1 and warmup >= 0")
-    body = _request_body(model, prompt, max_tokens)
+    body = _request_body(model, prompt, max_tokens, fresh_prefix)
     with CompletionClient(base_url, timeout_s=timeout_s, client=client) as api:
         for _ in range(warmup):
             _stream_once(api, body, timeout_s)

@@ -9,7 +9,11 @@ no logprobs, arrival-timestamped reads, steady window, held-back and burst flags
 With REQUEST_RATE the N streams of a round arrive open-loop instead, as a Poisson process of that
 many requests a second (exponential gaps, seeded by the round's number so every run of a benchmark
 sends the same schedule: `arrival_offsets`), as `vllm bench serve --request-rate` sends them;
-`arrivals_s` holds each timed round's offsets. `warmup` unmeasured rounds of N streams come first. At concurrency 1 this is measure_decode
+`arrivals_s` holds each timed round's offsets. `warmup` unmeasured rounds of N streams come first. With PROMPT_TOKENS every request carries its
+own random `cache_salt` (`fresh_prefix`): the streams send one prompt, but vLLM shares no cached
+prefix between them or across repeats, so each stream's prefill and KV-cache reads are its own
+(without it the timed repeats hit the warm-up's prefix cache, and concurrent streams read one
+shared prefix through cascade attention: a best case, not N contexts). At concurrency 1 this is measure_decode
 itself (extra repeats, per-repeat engine ITL and all), with the keys below added.
 
 The result keeps the single-stream probe's keys (`decode_tok_s`, `ttft_ms`, `itl_ms` with
@@ -86,10 +90,13 @@ def measure_point(*, base_url: str, model: str, max_tokens: int, repeats: int, w
         prompt = built["prompt"]
     args = dict(base_url=base_url, model=model, prompt=prompt, max_tokens=max_tokens, repeats=repeats,
                 warmup=warmup, timeout_s=timeout_s)
+    fresh = prompt_tokens is not None  # a context to read: no request reuses another's cached prefix
     if concurrency == 1:  # one request at a time: open-loop arrivals change nothing
-        result = with_stream_keys(measure_decode(**args, client=client))
+        result = with_stream_keys(measure_decode(**args, client=client, fresh_prefix=fresh))
     else:
-        result = _measure_concurrent(**args, concurrency=concurrency, client=client, request_rate=request_rate)
+        result = _measure_concurrent(**args, concurrency=concurrency, client=client, request_rate=request_rate,
+                                     fresh_prefix=fresh)
+    result["fresh_prefix"] = fresh
     result["prompt_tokens_requested"] = prompt_tokens
     result["request_rate"] = request_rate
     if built is not None:
@@ -204,8 +211,8 @@ def _timed_rounds(api: CompletionClient, body: dict, model: str, concurrency: in
 
 def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: int, repeats: int, warmup: int,
                         timeout_s: float, concurrency: int, client: httpx.Client | None,
-                        request_rate: float | None = None) -> dict:
-    body = _request_body(model, prompt, max_tokens)
+                        request_rate: float | None = None, fresh_prefix: bool = False) -> dict:
+    body = _request_body(model, prompt, max_tokens, fresh_prefix)
     http = client or _http_client(concurrency, timeout_s)
     try:
         with CompletionClient(base_url, timeout_s=timeout_s, client=http) as api:

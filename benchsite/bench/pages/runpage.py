@@ -7,8 +7,9 @@ import shlex
 
 from django.utils import timezone
 
+from runners.analysis.floor import mean_context, point_floor
 from runners.contract import (AB_ALLREDUCE_MS_DELTA, ALLREDUCE_SHARE, CORRECT, DECODE_TOK_S, GREEDY_ARTIFACT, ITL_MS_P50,
-                              TTFT_MS)
+                              KV_BYTES_PER_TOKEN, MEM_BANDWIDTH_GB_S, TTFT_MS, WEIGHT_BYTES_PER_GPU)
 
 from ..worker import pools
 from . import selectors
@@ -79,15 +80,35 @@ POINT_COLUMNS = (("decode tok/s", DECODE_TOK_S, DECODE_TOK_S), ("slowest stream"
                  ("ITL p50", ITL_MS_P50, ITL_MS_P50), ("allreduce share", ALLREDUCE_SHARE, ALLREDUCE_SHARE))
 
 
+FLOOR_INPUTS = (WEIGHT_BYTES_PER_GPU, KV_BYTES_PER_TOKEN, MEM_BANDWIDTH_GB_S)
+
+
 def run_points(*, run: Run) -> dict | None:
-    """The run's workload points side by side, the first first; None for a run of one point."""
-    rows = Measurement.all_points.filter(run=run, metric__in=[metric for _, metric, _ in POINT_COLUMNS])
+    """The run's workload points side by side, the first first; None for a run of one point.
+    The last column is each point's memory-bandwidth floor against its measured step."""
+    rows = Measurement.all_points.filter(run=run, metric__in=[*(metric for _, metric, _ in POINT_COLUMNS), *FLOOR_INPUTS])
     first = run.benchmark.default_point
     values: dict[str, dict[str, float]] = {}
     for m in rows.order_by("-first_point", "id"):
         values.setdefault(m.point or first, {})[m.metric] = m.value  # a row without a point: the first point's
     if len(values) < 2:
         return None
-    return {"headings": [heading for heading, _, _ in POINT_COLUMNS],
-            "rows": [{"point": point, "cells": [metric_text(unit, figures.get(metric)) for _, metric, unit in POINT_COLUMNS]}
+    inputs = {metric: values.get(first, {}).get(metric) for metric in FLOOR_INPUTS}
+    shapes = {p.id: p for p in run.benchmark.points}
+    return {"headings": [heading for heading, _, _ in POINT_COLUMNS] + ["floor of the step"],
+            "rows": [{"point": point, "cells": [metric_text(unit, figures.get(metric)) for _, metric, unit in POINT_COLUMNS]
+                      + [_floor_text(shapes.get(point), figures.get(DECODE_TOK_S), inputs)]}
                      for point, figures in values.items()]}
+
+
+def _floor_text(point, tok_s: float | None, inputs: dict) -> str:
+    """'4.1 ms of 4.65 ms (89%)': the bytes a step must read (weights + every stream's KV cache)
+    over the measured bandwidth, against the step a stream's rate gives; '–' without the inputs."""
+    weights, bandwidth = inputs[WEIGHT_BYTES_PER_GPU], inputs[MEM_BANDWIDTH_GB_S]
+    if point is None or not tok_s or not weights or not bandwidth:
+        return "–"
+    floor = point_floor(weight_bytes=weights, kv_bytes_per_token=inputs[KV_BYTES_PER_TOKEN], bandwidth_gb_s=bandwidth,
+                        concurrency=point.concurrency, context_tokens=mean_context(point.prompt_tokens, point.max_tokens),
+                        step_ms=1000.0 / tok_s)
+    return (f"{metric_text(TTFT_MS, floor['floor_ms'])} of {metric_text(TTFT_MS, 1000.0 / tok_s)} "
+            f"({floor['share']:.0%})")

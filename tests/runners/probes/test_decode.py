@@ -362,7 +362,7 @@ def test_timed_requests_ask_for_no_logprobs(token_server):
     log = token_server.log(**sc)
     assert len(log) == 1 + result["repeats_made"] >= 3
     for record in log:
-        assert record["request"] == {"logprobs": None, "return_token_ids": True,
+        assert record["request"] == {"logprobs": None, "return_token_ids": True, "cache_salt": None,
                                      "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     assert result["token_count_sources"] == ["token_ids", "usage"]
     assert all(s["n_tokens"] == 12 for s in result["samples"])

@@ -129,11 +129,22 @@ def test_prompt_of_an_exact_token_length(token_server):
         built = [exact_prompt(api, MODEL, 50, 16, seed="one two three four five") for _ in range(2)]
     assert built[0] == built[1] and len(built[0]["prompt"].split()) == 49 and built[0]["cut"] == 49
     assert built[0]["prompt"].startswith("one two three four five one")
-    result = measure_point(base_url=token_server.url(**sc), model=MODEL, max_tokens=16, repeats=1, warmup=0,
+    result = measure_point(base_url=token_server.url(**sc), model=MODEL, max_tokens=16, repeats=1, warmup=1,
                            concurrency=2, prompt_tokens=50)
     assert result["prompt_tokens"] == result["prompt_tokens_requested"] == 50
     assert [s["prompt_tokens"] for s in result["streams"]] == [50, 50]
     assert not [w for w in result["warnings"] if "prompt tokens" in w]
+    # one prompt, but no request may reuse another's cached prefix: a salt of its own each
+    salts = [r["request"]["cache_salt"] for r in token_server.log(**sc) if r["chunks"]]
+    assert len(salts) == 4 and len(set(salts)) == 4 and all(len(salt) == 32 for salt in salts)
+    assert result["fresh_prefix"] is True
+    single = measure_point(base_url=token_server.url(**sc), model=MODEL, max_tokens=16, repeats=1, warmup=1,
+                           prompt_tokens=50)
+    assert single["fresh_prefix"] is True and single["concurrency"] == 1
+    plain = measure_point(base_url=token_server.url(cadences="3_3", tag="no-salt"), model=MODEL, max_tokens=16,
+                          repeats=1, warmup=0, concurrency=2)
+    assert plain["fresh_prefix"] is False
+    assert [r["request"]["cache_salt"] for r in token_server.log(cadences="3_3", tag="no-salt")] == [None, None]
 
 
 def test_a_prompt_longer_than_the_context_fails_before_any_timed_request(token_server):

@@ -51,7 +51,7 @@ is generated, and the time right before the write (the bytes cannot leave earlie
 as the TRUE send time of every token in it (`sent`; `sent_after`: when the write returned).
 GET /_log?scenario=<s> returns the records of all requests of a scenario:
 {"recv": t, "chunks": [{"sent": t, "sent_after": t, "k": k}], "gen": [t per token],
- "usage_only_sent": bool, "request": {the request's logprobs, return_token_ids, stream_options}}.
+ "usage_only_sent": bool, "request": {the request's logprobs, return_token_ids, stream_options, cache_salt}}.
 With nodelay=0, `sent` is when the write was handed to the kernel, NOT when the bytes left:
 the truth is then the generation times `gen`.
 Times are time.perf_counter() (CLOCK_MONOTONIC: comparable across processes on Linux).
@@ -253,7 +253,7 @@ class Handler(BaseHTTPRequestHandler):
             i += k
         record = {"recv": recv, "chunks": [], "gen": [], "usage_only_sent": False, "mode": mode, "slot": slot, "id": response_id,
                   "cadence_ms": cadence * 1e3,
-                  "request": {key: req.get(key) for key in ("logprobs", "return_token_ids", "stream_options")}}
+                  "request": {key: req.get(key) for key in ("logprobs", "return_token_ids", "stream_options", "cache_salt")}}
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if cfg["nodelay"] else 0)
 
         self.send_response(200)

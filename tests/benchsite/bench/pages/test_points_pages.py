@@ -23,7 +23,10 @@ def run(ladder_benchmark, sent):
     claim.run_claim(run_id=run.id, task_id="t", worker_host="gpu-1")
     figures = [_figure("decode_tok_s", 50.1, "c1-p0-m256"), _figure("ttft_ms", 41.0, "c1-p0-m256"),
                _figure("itl_ms_p50", 19.9, "c1-p0-m256"), _figure("allreduce_share", 0.0848),
-               _figure("decode_tok_s", 31.5, C16), _figure("ttft_ms", 880.0, C16), _figure("itl_ms_p50", 0.75, C16)]
+               _figure("decode_tok_s", 31.5, C16), _figure("ttft_ms", 880.0, C16), _figure("itl_ms_p50", 0.75, C16),
+               # the floor's inputs, once a run: 16 GB of weights, 128 KiB of KV a token, 4 TB/s
+               _figure("weight_bytes_per_gpu", 16e9), _figure("kv_bytes_per_token", 131072),
+               _figure("mem_bandwidth_gb_s", 4000.0)]
     assert complete.run_complete(run_id=run.id, task_id="t", result={"measurements": figures, "notes": [SKIPPED]})
     return Run.objects.get(id=run.id)
 
@@ -45,6 +48,9 @@ def test_the_run_page_shows_its_points_side_by_side(client, run):
     assert first.startswith("c1-p0-m256") and sixteen.startswith(C16)
     assert all(cell in first for cell in ("50.1 tok/s", "41 ms", "19.9 ms", "8.5%"))
     assert all(cell in sixteen for cell in ("31.5 tok/s", "880 ms", "750 us", "–"))
+    # the floor: weights 4.0 ms a step; KV 128 tokens x 128 KiB alone, 16 x (8192 + 128) with 16 streams
+    assert "<th class=\"num\">floor of the step</th>" in table
+    assert "4.004 ms of 19.96 ms (20%)" in first and "8.362 ms of 31.75 ms (26%)" in sixteen
 
 
 def test_a_run_of_one_point_has_no_points_table(client, ladder_benchmark, sent):
