@@ -10,6 +10,7 @@ host has no Django settings, so these stay environment variables (README, "Confi
     BENCH_VLLM_BASE_REF        -          the installed vLLM's commit or tag
     BENCH_SOURCE_BUILD_COMMAND -          JSON argv of a source build
     BENCH_ALLOW_FILE_REPOS     0          allow file:// repositories
+    BENCH_WHEELHOUSE           -          a folder of wheels for benchmarks' extra packages
     BENCH_VLLM_COMMAND         -          how vLLM is started (shlex-split)
     BENCH_ENGINE_CPU           auto       CPU defaults for the engine (1/0/auto)
     BENCH_ENGINE_GUARD_GRACE_S 10         the engine guard's SIGTERM-to-SIGKILL wait
@@ -96,6 +97,7 @@ class RunnerConfig:
     probe_modules: str = ""  # extra probe modules, comma-separated (runners/probes/registry.py)
     comm_health_check: bool | None = None  # None: auto (on with 2 or more GPUs)
     comm_health_bytes: int = HEALTH_BYTES_DEFAULT
+    wheelhouse: Path | None = None  # None: benchmarks that name packages are refused here
     host_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -120,6 +122,7 @@ class RunnerConfig:
             probe_modules=env.get("BENCH_PROBE_MODULES", "").strip(),
             comm_health_check=env_bool_or_auto("BENCH_COMM_HEALTH_CHECK", environ=env),
             comm_health_bytes=_health_bytes(env),
+            wheelhouse=Path(env["BENCH_WHEELHOUSE"]).absolute() if env.get("BENCH_WHEELHOUSE", "").strip() else None,
         )
         values.update(overrides)
         extra = values["engine_pass_env"]

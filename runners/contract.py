@@ -404,7 +404,28 @@ def default_point_id(max_tokens: int) -> str:
 
 # What a benchmark gives each of its jobs (the rest comes from the variant and the run).
 BENCHMARK_KEYS = ("model", "tensor_parallel_size", "prompt", "max_tokens", "repeats", "warmup", "startup_timeout_s",
-                  "probes", "workloads")
+                  "probes", "workloads", "packages")
+MAX_PACKAGES = 20
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?"
+                          r"(\s*(===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+(\s*,\s*(===|==|~=|!=|<=|>=|<|>)\s*"
+                          r"[A-Za-z0-9.*+!_-]+)*)?$")
+
+
+def check_packages(packages) -> list[str]:
+    """Extra packages an engine needs (e.g. vllm-gguf-plugin==0.1.0), each a project name with
+    optional extras and version specifiers and nothing else: no URL, path, marker or pip option
+    (they go to pip's argv on the worker). SpecError names the entry."""
+    if packages is None:
+        return []
+    if not isinstance(packages, list):
+        raise SpecError("packages must be a list of requirements, e.g. [\"vllm-gguf-plugin==0.1.0\"]")
+    if len(packages) > MAX_PACKAGES:
+        raise SpecError(f"packages: at most {MAX_PACKAGES}, got {len(packages)}")
+    for i, req in enumerate(packages):
+        if not (isinstance(req, str) and len(req) <= 200 and _REQUIREMENT.match(req.strip())):
+            raise SpecError(f"packages[{i}]: {req!r} is not a requirement like name==1.2 (a project name, optional "
+                            "[extras] and version specifiers; no URL, path, marker or option)")
+    return [req.strip() for req in packages]
 
 
 @dataclass(frozen=True)
@@ -424,10 +445,13 @@ class JobSpec:
     patches: list[PatchSpec] = field(default_factory=list)
     # default: the single point c1-p0-m{max_tokens}; an older worker ignores the field and measures that
     workloads: list[WorkloadPoint] = field(default_factory=list)
+    # installed by the worker from its wheelhouse into the engine's environment (runners/builder/packages.py)
+    packages: list[str] = field(default_factory=list)
     schema: int = SCHEMA
 
     def __post_init__(self):
         object.__setattr__(self, "probes", check_probe_names(self.probes))
+        object.__setattr__(self, "packages", check_packages(self.packages))
         object.__setattr__(self, "workloads", workload_points(self.workloads, self.max_tokens))
 
     @property

@@ -97,6 +97,9 @@ class Benchmark(models.Model):
     workloads = models.JSONField(default=list, blank=True, help_text=(
         "Workload points, e.g. [{\"concurrency\": 16, \"prompt_tokens\": 8192, \"max_tokens\": 256}]; "
         "empty: the single point of max_tokens at concurrency 1 (its id c1-p0-m<max_tokens>)."))
+    packages = models.JSONField(default=list, blank=True, help_text=(
+        "Extra packages the engine needs, e.g. [\"vllm-gguf-plugin==0.1.0\", \"gguf==0.17.1\"]: the worker installs "
+        "them from its wheelhouse (BENCH_WHEELHOUSE), without their dependencies."))
     startup_timeout_s = models.PositiveIntegerField(default=600)
     time_limit_s = models.PositiveIntegerField(default=3600)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -120,6 +123,10 @@ class Benchmark(models.Model):
             check_workloads(self.workloads, max_tokens=self.max_tokens, engine_args=self.engine_args)
         except contract.SpecError as exc:
             raise ValidationError({"workloads": str(exc)}) from None
+        try:
+            contract.check_packages(self.packages)
+        except contract.SpecError as exc:
+            raise ValidationError({"packages": str(exc)}) from None
 
     @property
     def points(self) -> list[contract.WorkloadPoint]:

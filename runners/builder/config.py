@@ -25,6 +25,7 @@ class BuildConfig:
     # The source build's environment (it runs the engine's own build code): RunnerConfig's
     # allow-list of host variables, no worker secrets. None: this process's.
     tool_env: dict[str, str] | None = None
+    wheelhouse: Path | None = None  # where a benchmark's extra packages come from (runners/builder/packages.py)
 
     @classmethod
     def from_runner_config(cls, config: RunnerConfig, *, cache_dir: Path | None = None) -> "BuildConfig":
@@ -33,4 +34,4 @@ class BuildConfig:
         return cls(cache_dir=Path(cache_dir or config.cache_dir).absolute(), base_ref=config.vllm_base_ref,
                    source_build_command=list(command) if command else None,
                    allow_file_urls=config.allow_file_repos, cache_max_bytes=config.build_cache_max_bytes,
-                   tool_env=config.engine_env())
+                   tool_env=config.engine_env(), wheelhouse=config.wheelhouse)

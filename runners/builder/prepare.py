@@ -10,13 +10,14 @@ compiled sources). The web side has no git: a ref is resolved here and reported 
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..contract import JobSpec, SpecError
-from . import overlay
+from . import overlay, packages
 from .cache import BuildCache, build_key
 from .config import BuildConfig
 from .errors import BuildFailure
@@ -167,6 +168,13 @@ def prepare_engine(spec: JobSpec, config: BuildConfig, report=lambda *a, **k: No
     builder = _Builder(spec, config, report, log)
     try:
         prepared = builder.git() if spec.engine.kind == "git" else builder.installed()
+        if spec.packages:
+            report("installing packages")
+            site = packages.install_packages(spec.packages, wheelhouse=config.wheelhouse, cache=builder.cache,
+                                             log=builder.log)
+            prepared.pythonpath = os.pathsep.join(p for p in (prepared.pythonpath, str(site)) if p)
+            prepared.info["packages"] = list(spec.packages)
+        packages.check_gguf_loader(spec.model, [p for p in prepared.pythonpath.split(os.pathsep) if p])
     except BuildFailure as exc:
         exc.log = "\n".join(builder.log)
         raise

@@ -184,3 +184,14 @@ def test_the_gpu_ladders_in_the_repository_apply(name, tmp_path):
     assert "create benchmark" in out.lower() and snapshot() == before
     apply(tmp_path, text)
     assert Benchmark.objects.count() == 1 and Variant.objects.count() >= 1
+
+
+def test_packages_are_applied_and_a_bad_requirement_is_refused_naming_it(tmp_path):
+    good = ("benchmarks:\n  - slug: gguf\n    name: GGUF\n    model: /models/tiny-q8_0.gguf\n"
+            "    packages: [\"vllm-gguf-plugin==0.1.0\", \"gguf>=0.17\"]\n    variants:\n      - {name: q8_0, reference: true}\n")
+    apply(tmp_path, good)
+    assert Benchmark.objects.get(slug="gguf").packages == ["vllm-gguf-plugin==0.1.0", "gguf>=0.17"]
+    before = snapshot()
+    with pytest.raises(CommandError, match=r"packages: packages\[0\]: 'x @ https://evil/x.whl' is not a requirement"):
+        apply(tmp_path, good.replace('"vllm-gguf-plugin==0.1.0"', '"x @ https://evil/x.whl"'))
+    assert snapshot() == before
