@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 from django.db.models import Q
-from runners.contract import METRICS
+from runners.contract import (AGGREGATE_TOK_S, ALLREDUCE_SHARE, DECODE_TOK_S, ITL_MS_P50, METRICS, SLOWEST_STREAM_TOK_S,
+                              TTFT_MS)
 
-from ..models import Benchmark, Run
+from ..models import Benchmark, Measurement, Run
 from .selectors import run_queryset
 
 
@@ -47,6 +48,36 @@ def metric_rows(a: Run, b: Run) -> list[dict]:
             row["verdict"] = _verdict(info.direction if info else "none", row["delta"], row["significance"])
         rows.append(row)
     return rows
+
+
+POINT_METRICS = (DECODE_TOK_S, SLOWEST_STREAM_TOK_S, AGGREGATE_TOK_S, TTFT_MS, ITL_MS_P50, ALLREDUCE_SHARE)
+
+
+def point_rows(a: Run, b: Run) -> list[dict]:
+    """The workload points of either run side by side (none when both ran one point): per point
+    and metric, A, B and B's change against A."""
+    rows = Measurement.all_points.filter(run__in=[a, b], metric__in=POINT_METRICS).values_list(
+        "run_id", "point", "metric", "value")
+    values: dict[str, dict[str, dict[int, float]]] = {}
+    for run_id, point, metric, value in rows:
+        values.setdefault(point or a.benchmark.default_point, {}).setdefault(metric, {})[run_id] = value
+    if len(values) < 2:
+        return []
+    out = []
+    for point in sorted(values, key=_point_order):
+        for metric in POINT_METRICS:
+            pair = values[point].get(metric, {})
+            x, y = pair.get(a.pk), pair.get(b.pk)
+            if x is None and y is None:
+                continue
+            out.append({"point": point, "metric": metric, "label": METRICS[metric].label, "a": x, "b": y,
+                        "delta_pct": (y - x) / x if x and y is not None else None})
+    return out
+
+
+def _point_order(point_id: str) -> tuple:
+    """c1 before c16, then by prompt and max tokens (ids are c{c}-p{p}-m{m}[-r{rate}])."""
+    return tuple(float(part[1:]) if part[1:].replace(".", "", 1).isdigit() else 0.0 for part in point_id.split("-"))
 
 
 def _config(run: Run) -> dict[str, str]:

@@ -126,16 +126,19 @@ def annotation_add(request, slug):
 def benchmark_waterfall(request, slug):
     benchmark = get_object_or_404(selectors.benchmark_queryset(), slug=slug)
     try:
-        data = waterfall.benchmark_waterfall(benchmark=benchmark, at=request.GET.get("commit"))
-    except waterfall.BadWaterfallQuery as exc:
+        point = history.chart_point(benchmark, request.GET.get("point"))
+        data = waterfall.benchmark_waterfall(benchmark=benchmark, at=request.GET.get("commit"), point=point)
+    except (waterfall.BadWaterfallQuery, history.BadChartQuery) as exc:
         return _bad_request(request, str(exc))
     except waterfall.NoRunsAt as exc:
-        if request.GET.get("commit"):
+        if request.GET.get("commit") or request.GET.get("point"):
             raise Http404(str(exc)) from None
         data = None
     return render(request, "bench/waterfall.html", {"benchmark": benchmark, "waterfall": data,
                                                     "chart_data": waterfall.waterfall_chart_data(data),
-                                                    "share_axis": waterfall.share_axis()})
+                                                    "share_axis": waterfall.share_axis(),
+                                                    "points": [p.id for p in benchmark.points],
+                                                    "point": point or benchmark.default_point})
 
 
 @require_GET
@@ -146,7 +149,8 @@ def compare_runs(request):
         return _bad_request(request, str(exc))
     a = get_object_or_404(compare.compare_queryset(), pk=a_id)
     b = get_object_or_404(compare.compare_queryset(), pk=b_id)
-    pairs = [{"a": a, "b": b, "metrics": compare.metric_rows(a, b), "config": compare.config_rows(a, b)}]
+    pairs = [{"a": a, "b": b, "metrics": compare.metric_rows(a, b), "points": compare.point_rows(a, b),
+              "config": compare.config_rows(a, b)}]
     return render(request, "bench/compare.html", {"pairs": pairs, "title": f"run #{a.pk} vs run #{b.pk}"})
 
 
@@ -157,7 +161,8 @@ def compare_commits(request, slug):
         a, b = compare.parse_commits(request.GET.get("a"), request.GET.get("b"))
     except compare.BadCompareQuery as exc:
         return _bad_request(request, str(exc))
-    pairs = [{"a": x, "b": y, "metrics": compare.metric_rows(x, y), "config": compare.config_rows(x, y)}
+    pairs = [{"a": x, "b": y, "metrics": compare.metric_rows(x, y), "points": compare.point_rows(x, y),
+              "config": compare.config_rows(x, y)}
              for x, y in compare.commit_pairs(benchmark=benchmark, a=a, b=b)]
     if not pairs:
         raise Http404(f"no variant of {benchmark.name} ran successfully at both {a} and {b}")

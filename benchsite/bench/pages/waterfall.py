@@ -41,11 +41,14 @@ def _latest_at(benchmark: Benchmark) -> str | None:
     return None if run is None else (run["commit"] or str(run["batch"]))
 
 
-def _decode_by_variant(benchmark: Benchmark, at: str) -> dict[int, dict]:
+def _decode_by_variant(benchmark: Benchmark, at: str, point: str = "") -> dict[int, dict]:
+    """Each variant's decode tok/s and allreduce share at AT, at workload POINT ("" the first);
+    the output's verdict is the run's."""
+    at_point = Measurement.all_points.filter(point=point) if point else Measurement.objects.all()
     verdict = Measurement.objects.filter(run=OuterRef("run"), metric=CORRECT).values("value")[:1]
-    share = Measurement.objects.filter(run=OuterRef("run"), metric=ALLREDUCE_SHARE).values("value")[:1]
-    rows = (Measurement.objects.filter(run__benchmark=benchmark, run__state=Run.State.SUCCEEDED, metric=DECODE_TOK_S,
-                                       **{f"run__{k}": v for k, v in _at_filter(at).items()})
+    share = at_point.filter(run=OuterRef("run"), metric=ALLREDUCE_SHARE).values("value")[:1]
+    rows = (at_point.filter(run__benchmark=benchmark, run__state=Run.State.SUCCEEDED, metric=DECODE_TOK_S,
+                            **{f"run__{k}": v for k, v in _at_filter(at).items()})
             .annotate(verdict=Subquery(verdict), share=Subquery(share))
             .order_by("run__created_at", "run__id")
             .values("run_id", "run__variant_id", "run__commit", "run__created_at", "run__started_at", "run__finished_at",
@@ -101,14 +104,15 @@ def _notes(benchmark: Benchmark, found: dict[int, dict]) -> list[Annotation]:
     return notes
 
 
-def benchmark_waterfall(*, benchmark: Benchmark, at: str | None = None) -> dict:
-    """Raises BadWaterfallQuery for a malformed `at`, NoRunsAt when nothing ran there."""
+def benchmark_waterfall(*, benchmark: Benchmark, at: str | None = None, point: str = "") -> dict:
+    """The ladder at AT (newest by default) and workload POINT ("" the first point). Raises
+    BadWaterfallQuery for a malformed `at`, NoRunsAt when nothing ran there."""
     at = at or _latest_at(benchmark)
     if at is None:
         raise NoRunsAt("this benchmark has no successful run yet")
-    found = _decode_by_variant(benchmark, at)
+    found = _decode_by_variant(benchmark, at, point)
     if not found:
-        raise NoRunsAt(f"no successful run of {benchmark.name} at {at}")
+        raise NoRunsAt(f"no successful run of {benchmark.name} at {at}" + (f" measured point {point}" if point else ""))
     variants = list(benchmark.variants.order_by("position"))
     steps = _steps(variants, found)
     correct = [s for s in steps if s["row"] and not s["incorrect"]]

@@ -76,3 +76,33 @@ def test_a_skipped_point_is_said_on_the_run_page_and_in_the_api(client, run):
     notes = page[page.index('id="run-notes"'):]
     assert SKIPPED in notes[:notes.index("</ul>")]
     assert client.get(f"/api/runs/{run.id}/").json()["notes"] == [SKIPPED]
+
+
+def _second_run(run, ladder_benchmark, c16_tok_s):
+    [other] = runs_trigger(benchmark=ladder_benchmark, trigger=Run.Trigger.API, variants=[run.variant])
+    claim.run_claim(run_id=other.id, task_id="t2", worker_host="gpu-1")
+    figures = [_figure("decode_tok_s", 49.0, "c1-p0-m256"), _figure("decode_tok_s", c16_tok_s, C16),
+               _figure("aggregate_tok_s", 16 * c16_tok_s, C16)]
+    assert complete.run_complete(run_id=other.id, task_id="t2", result={"measurements": figures})
+    return other
+
+
+def test_the_compare_page_puts_the_points_of_both_runs_side_by_side(client, run, ladder_benchmark):
+    other = _second_run(run, ladder_benchmark, 25.2)
+    page = client.get(f"/compare/?a={run.id}&b={other.id}").content.decode()
+    table = page[page.index('id="compare-points"'):]
+    table = table[:table.index("</table>")]
+    rows = [r for r in table.split("<tr>")[2:]]
+    assert rows[0].startswith("<td><code>c1-p0-m256</code>") and "50.1 tok/s" in rows[0] and "49 tok/s" in rows[0]
+    c16 = next(r for r in rows if C16 in r and "decode throughput<" in r)
+    assert "31.5 tok/s" in c16 and "25.2 tok/s" in c16 and "−20.0%" in c16
+
+
+def test_the_waterfall_takes_a_point(client, run):
+    page = client.get(f"/b/{run.benchmark.slug}/waterfall/?point={C16}").content.decode()
+    assert 'id="waterfall-point"' in page and f"point <code>{C16}</code>" in page
+    assert "31.5 tok/s" in page.split('id="waterfall-story"')[1][:300]
+    first = client.get(f"/b/{run.benchmark.slug}/waterfall/").content.decode()
+    assert "50.1 tok/s" in first.split('id="waterfall-story"')[1][:300]
+    bad = client.get(f"/b/{run.benchmark.slug}/waterfall/?point=c9-p9-m9")
+    assert bad.status_code == 400 and "unknown point &#x27;c9-p9-m9&#x27;" in bad.content.decode()
