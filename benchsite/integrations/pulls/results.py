@@ -70,19 +70,28 @@ def comparison_judge(*, comparison_id: int) -> bool:
 def _table(comparison: Comparison, pull_runs: list[PullRun]) -> list[dict]:
     thresholds = {m: threshold_for(benchmark=comparison.benchmark, metric=m) for m in judged_metrics()}
     variants = sorted({p.run.variant for p in pull_runs}, key=lambda v: v.position)
+    points = [p.id for p in comparison.benchmark.points]
     rows = []
     for variant in variants:
         mine = [p for p in pull_runs if p.run.variant_id == variant.id]
         base = [p.run for p in mine if p.role == PullRun.Role.BASE]
         head = [p.run for p in mine if p.role == PullRun.Role.HEAD]
-        rows.append(variant_row(variant.name, [_side(r) for r in base], [_side(r) for r in head], thresholds,
-                                _correctness(base, head)))
+        correctness = _correctness(base, head)  # of the run: its greedy output, whatever the point
+        for point in points:  # a change at concurrency 16 is a change: one row per workload point
+            first = point == points[0]
+            name = variant.name if len(points) == 1 else f"{variant.name} · {point}"
+            row = variant_row(name, [_side(r, None if first else point) for r in base],
+                              [_side(r, None if first else point) for r in head], thresholds, correctness)
+            rows.append({**row, "point": point})
     return rows
 
 
-def _side(run: Run) -> Side:
+def _side(run: Run, point: str | None = None) -> Side:
+    """A run's figures at workload POINT (None: its first point, as every run has it)."""
+    measurements = Measurement.objects.filter(run=run) if point is None else \
+        Measurement.all_points.filter(run=run, point=point)
     figures, samples = {}, {}
-    for m in Measurement.objects.filter(run=run):
+    for m in measurements:
         figure = run_figure(m)
         if figure is not None:
             figures[m.metric] = figure

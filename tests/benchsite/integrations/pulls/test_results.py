@@ -94,3 +94,38 @@ def test_a_comparison_is_running_once_its_first_run_starts(opened, sent, django_
         claim.run_claim(run_id=first.id, task_id="t", worker_host="test-host")
     opened.refresh_from_db()
     assert opened.state == "running" and opened.head_sha == HEAD
+
+
+C16 = "c16-p8192-m256"
+
+
+def _two_points(tok_s: float, c16_tok_s: float, tokens: list[int]) -> dict:
+    result = _result(tok_s, tokens)
+    result["measurements"].append({**contract.measurement(contract.DECODE_TOK_S, c16_tok_s, samples=[
+        c16_tok_s * 0.99, c16_tok_s, c16_tok_s * 1.01]), "point": C16})
+    return result
+
+
+def test_a_change_at_one_workload_point_is_a_change_with_a_row_of_its_own(watched, deliver,
+                                                                            django_capture_on_commit_callbacks):
+    watched.pull_requests = {"starts_per_side": 2}
+    watched.save()
+    benchmark = watched.benchmarks.get(slug="tiny-a")
+    benchmark.workloads = [{"max_tokens": benchmark.max_tokens}, {"concurrency": 16, "prompt_tokens": 8192,
+                                                                   "max_tokens": 256}]
+    benchmark.save()
+    assert deliver(github_pull_request("opened")).status_code == 202
+    comparison = Comparison.objects.get(benchmark__slug="tiny-a")
+    first = benchmark.default_point
+    with django_capture_on_commit_callbacks(execute=True):
+        for pull_run in comparison.pull_runs.select_related("run").order_by("run_id"):
+            run = pull_run.run
+            assert claim.run_claim(run_id=run.id, task_id=f"t{run.id}", worker_host="test-host")
+            c16 = 30.0 if pull_run.role == "head" else 40.0  # only 16 streams at once got slower
+            complete.run_complete(run_id=run.id, result=_two_points(100.0, c16, TINY_REF))
+    comparison.refresh_from_db()
+    eager = [row for row in comparison.table if row["variant"].startswith("eager")]
+    assert [(row["variant"], row["point"]) for row in eager] == [(f"eager · {first}", first), (f"eager · {C16}", C16)]
+    assert eager[0]["outcome"] == "passed" and eager[1]["outcome"] == "regressed"
+    assert eager[1]["effect"] == pytest.approx(-0.25, abs=0.01)
+    assert comparison.outcome == "regressed" and f"eager · {C16}: decode throughput -25.0%" in comparison.summary
