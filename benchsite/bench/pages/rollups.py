@@ -132,9 +132,12 @@ def refresh_after_write(benchmark_id: int) -> None:
         benchmark = Benchmark.objects.select_related("engine_source").filter(pk=benchmark_id).first()
         if benchmark is None:
             return
-        stale = SeriesRollup.objects.filter(benchmark=benchmark, stale=True)
-        for metric, point in stale.values_list("metric", "point"):
-            rebuild(benchmark, metric, point)
+        stale = list(SeriesRollup.objects.filter(benchmark=benchmark, stale=True).values_list("metric", "point"))
+        if not stale:  # an earlier write of the same transaction rebuilt them
+            return
+        variants, source = history._variants(benchmark), source_version(benchmark)
+        for metric, point in stale:
+            rebuild(benchmark, metric, point, variants=variants, source=source)
     except Exception:  # noqa: BLE001 - logged; the series stay stale and are rebuilt on the next read
         log.exception("rebuilding the chart series of benchmark %s failed; they stay stale", benchmark_id)
 
