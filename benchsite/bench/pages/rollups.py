@@ -18,7 +18,6 @@ import logging
 from dataclasses import dataclass, field
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
@@ -60,24 +59,25 @@ def _build(benchmark: Benchmark, metric: str, point: str, variants: list[dict]) 
     return json.dumps(series, cls=DjangoJSONEncoder)[1:-1], json.dumps(full_axis)
 
 
+_UNREAD = object()
+
+
 def rebuild(benchmark: Benchmark, metric: str, point: str, *, variants: list[dict] | None = None,
-            source: str | None = None) -> SeriesRollup:
+            source: str | None = None, generation=_UNREAD) -> SeriesRollup:
     """Build one series from the raw tables and store it (unless a write came meanwhile: then the
-    row stays stale for that write's own rebuild). Returns the rollup as built."""
+    row stays stale for that write's own rebuild). GENERATION: the row's as the caller read it
+    (None: no row yet). Four queries whether the row exists or not. Returns the rollup as built."""
     variants = history._variants(benchmark) if variants is None else variants
-    generation = (SeriesRollup.objects.filter(benchmark=benchmark, metric=metric, point=point)
-                  .values_list("generation", flat=True).first())
+    if generation is _UNREAD:
+        generation = (SeriesRollup.objects.filter(benchmark=benchmark, metric=metric, point=point)
+                      .values_list("generation", flat=True).first())
     source = source_version(benchmark) if source is None else source
     members, full_axis = _build(benchmark, metric, point, variants)
     built = SeriesRollup(benchmark=benchmark, metric=metric, point=point, shape=chart_shape(benchmark, variants),
                          source=source, stale=False, members=members, full_axis=full_axis, built_at=timezone.now())
     fields = {f: getattr(built, f) for f in ("shape", "source", "stale", "members", "full_axis", "built_at")}
-    if generation is None:
-        try:
-            with transaction.atomic():
-                SeriesRollup.objects.create(**{**fields, "benchmark": benchmark, "metric": metric, "point": point})
-        except IntegrityError:  # another rebuild created it first: its data is as new as ours
-            pass
+    if generation is None:  # another rebuild that created it first read data as new as ours
+        SeriesRollup.objects.bulk_create([built], ignore_conflicts=True)
     else:
         SeriesRollup.objects.filter(benchmark=benchmark, metric=metric, point=point,
                                     generation=generation).update(**fields)
@@ -144,14 +144,14 @@ def refresh_after_write(benchmark_id: int) -> None:
 
 def chart_json(*, benchmark: Benchmark, metric: str, max_points: int = history.MAX_POINTS, point: str = "") -> bytes:
     """The chart JSON (as history.benchmark_history) from its rollup: three queries (variants,
-    rollup, annotations) when it is current. Other max_points are shaped from the raw tables."""
+    rollup, annotations) when it is current, three more when it is rebuilt first. Other max_points are shaped from the raw tables."""
     if max_points != history.MAX_POINTS:
         return history.benchmark_history_json(benchmark=benchmark, metric=metric, max_points=max_points, point=point)
     variants = history._variants(benchmark)
     row = (SeriesRollup.objects.filter(benchmark=benchmark, metric=metric, point=point)
-           .values("stale", "shape", "members", "full_axis").first())
+           .values("stale", "shape", "generation", "members", "full_axis").first())
     if row is None or row["stale"] or row["shape"] != chart_shape(benchmark, variants):
-        built = rebuild(benchmark, metric, point, variants=variants)
+        built = rebuild(benchmark, metric, point, variants=variants, generation=None if row is None else row["generation"])
         row = {"members": built.members, "full_axis": built.full_axis}
     annotations = list(benchmark.annotations.all())
     full_axis = [tuple(entry) for entry in json.loads(row["full_axis"])] if annotations else []
