@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('bench', '0019_workload_points'),
+        ('bench', '0020_run_notes'),
     ]
 
     operations = [
