@@ -430,6 +430,7 @@ class SeriesRollup(models.Model):
     members = models.TextField(blank=True, help_text="The chart JSON's series members, ready to send.")
     full_axis = models.TextField(blank=True, help_text="JSON: every x position's (commit, batch, date), for annotations.")
     built_at = models.DateTimeField(null=True, blank=True)
+    rebuilding_since = models.DateTimeField(null=True, blank=True, help_text="A write's rebuild of it started then.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["benchmark", "metric", "point"], name="series_rollup_unique")]

@@ -6,7 +6,9 @@ whatever the benchmark's history holds.
   variant changed) marks its benchmark's rollups stale and, once committed, rebuilds them
   (bench.pages.rollup_triggers).
 - A request that finds its rollup missing, stale or built for other variants or another main line
-  rebuilds it first, so a chart is never older than its data.
+  rebuilds it first, so a chart is never older than its data; except while a write's rebuild of
+  it runs (at most REBUILD_GRACE_S): then the previous series is served, so that readers do not
+  pay for the rebuild too.
 - A bulk write that sends no signals (bulk_create, a restore) is found by the raw data's version:
   `manage.py bench_rollup` rebuilds the series whose version moved.
 A rebuild stores its result only if no write marked the rollup stale meanwhile (`generation`)."""
@@ -26,6 +28,10 @@ from .branches import main_line
 from ..models import Benchmark, Run, SeriesRollup
 
 log = logging.getLogger(__name__)
+
+# How long readers are served the previous series while a write's rebuild runs (seconds at
+# 50,000 runs); past it a reader rebuilds the series itself (a rebuild that died).
+REBUILD_GRACE_S = 30
 
 
 def _digest(value) -> str:
@@ -75,7 +81,8 @@ def rebuild(benchmark: Benchmark, metric: str, point: str, *, variants: list[dic
     members, full_axis = _build(benchmark, metric, point, variants)
     built = SeriesRollup(benchmark=benchmark, metric=metric, point=point, shape=chart_shape(benchmark, variants),
                          source=source, stale=False, members=members, full_axis=full_axis, built_at=timezone.now())
-    fields = {f: getattr(built, f) for f in ("shape", "source", "stale", "members", "full_axis", "built_at")}
+    fields = {f: getattr(built, f) for f in ("shape", "source", "stale", "members", "full_axis", "built_at",
+                                             "rebuilding_since")}
     if generation is None:  # another rebuild that created it first read data as new as ours
         SeriesRollup.objects.bulk_create([built], ignore_conflicts=True)
     else:
@@ -135,11 +142,17 @@ def refresh_after_write(benchmark_id: int) -> None:
         stale = list(SeriesRollup.objects.filter(benchmark=benchmark, stale=True).values_list("metric", "point"))
         if not stale:  # an earlier write of the same transaction rebuilt them
             return
+        SeriesRollup.objects.filter(benchmark=benchmark, stale=True).update(rebuilding_since=timezone.now())
         variants, source = history._variants(benchmark), source_version(benchmark)
         for metric, point in stale:
             rebuild(benchmark, metric, point, variants=variants, source=source)
     except Exception:  # noqa: BLE001 - logged; the series stay stale and are rebuilt on the next read
         log.exception("rebuilding the chart series of benchmark %s failed; they stay stale", benchmark_id)
+
+
+def _rebuilding(row: dict) -> bool:
+    since = row["rebuilding_since"]
+    return since is not None and (timezone.now() - since).total_seconds() < REBUILD_GRACE_S
 
 
 def chart_json(*, benchmark: Benchmark, metric: str, max_points: int = history.MAX_POINTS, point: str = "") -> bytes:
@@ -149,8 +162,8 @@ def chart_json(*, benchmark: Benchmark, metric: str, max_points: int = history.M
         return history.benchmark_history_json(benchmark=benchmark, metric=metric, max_points=max_points, point=point)
     variants = history._variants(benchmark)
     row = (SeriesRollup.objects.filter(benchmark=benchmark, metric=metric, point=point)
-           .values("stale", "shape", "generation", "members", "full_axis").first())
-    if row is None or row["stale"] or row["shape"] != chart_shape(benchmark, variants):
+           .values("stale", "shape", "generation", "members", "full_axis", "rebuilding_since").first())
+    if row is None or row["shape"] != chart_shape(benchmark, variants) or (row["stale"] and not _rebuilding(row)):
         built = rebuild(benchmark, metric, point, variants=variants, generation=None if row is None else row["generation"])
         row = {"members": built.members, "full_axis": built.full_axis}
     annotations = list(benchmark.annotations.all())

@@ -117,3 +117,22 @@ def test_other_max_points_and_points_match_a_recomputation(db):
     chart = history.benchmark_history(benchmark=benchmark, metric="decode_tok_s", max_points=3)
     assert body == json.loads(json.dumps(chart, cls=DjangoJSONEncoder))
     assert all(len(s["points"]) <= 3 for s in body["variants"])
+
+
+def test_while_a_writes_rebuild_runs_readers_get_the_previous_series_for_a_bounded_time(db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    benchmark, variants = _benchmark()
+    _apply(benchmark, variants, ("add", 0, 0, "main", False, True, 10.0, 1.0, None))
+    before, _ = _served(benchmark)
+    _apply(benchmark, variants, ("add", 0, 1, "main", False, True, 20.0, 1.0, None))  # marked stale, not committed
+    rollup = SeriesRollup.objects.filter(benchmark=benchmark, metric="decode_tok_s")
+    rollup.update(rebuilding_since=timezone.now())  # as the write's rebuild does when it starts
+    during, queries = _served(benchmark)
+    assert during == before and queries == 3  # the previous series, no rebuild by the reader
+    rollup.update(rebuilding_since=timezone.now() - timedelta(seconds=rollups.REBUILD_GRACE_S + 1))  # it died
+    after, _ = _served(benchmark)
+    assert after == _recomputed(benchmark) and len(after["variants"][0]["points"]) == 2
+    assert rollup.get().rebuilding_since is None and not rollup.get().stale
