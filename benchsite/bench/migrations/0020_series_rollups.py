@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('bench', '0020_run_notes'),
+        ('bench', '0021_benchmark_packages'),
     ]
 
     operations = [
