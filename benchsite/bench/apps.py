@@ -17,6 +17,10 @@ class BenchConfig(AppConfig):
         from runners.probes.registry import load_probe_modules
 
         load_probe_modules(settings.BENCH_PROBE_MODULES)
+        # Writes that change a chart keep its rolled-up series current.
+        from .pages import rollup_triggers
+
+        rollup_triggers.connect()
 
 
 def runtime_dirs() -> list[Path]:

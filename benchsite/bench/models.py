@@ -413,3 +413,27 @@ class ReaperState(models.Model):
 
     def __str__(self):
         return f"reaper: listening since {self.listening_since:%Y-%m-%d %H:%M:%S}"
+
+
+class SeriesRollup(models.Model):
+    """One chart's series (bench.pages.history at MAX_POINTS) kept between requests: rebuilt when a
+    result lands, a verdict is re-judged or a run is deleted (bench.pages.rollups), so a chart
+    request reads this row instead of its benchmark's whole history."""
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="rollups")
+    metric = models.CharField(max_length=100)
+    point = models.CharField(max_length=100, blank=True, default="", help_text="A workload point's id; '' the first.")
+    shape = models.CharField(max_length=64, blank=True, help_text="The variants and main line it was built for (a hash).")
+    source = models.CharField(max_length=64, blank=True, help_text="The raw data's version it was built from (a hash).")
+    # Every write that makes the series stale bumps it; a rebuild stores its result only if none came meanwhile.
+    generation = models.PositiveBigIntegerField(default=0)
+    stale = models.BooleanField(default=True)
+    members = models.TextField(blank=True, help_text="The chart JSON's series members, ready to send.")
+    full_axis = models.TextField(blank=True, help_text="JSON: every x position's (commit, batch, date), for annotations.")
+    built_at = models.DateTimeField(null=True, blank=True)
+    rebuilding_since = models.DateTimeField(null=True, blank=True, help_text="A write's rebuild of it started then.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["benchmark", "metric", "point"], name="series_rollup_unique")]
+
+    def __str__(self):
+        return f"{self.benchmark_id}:{self.metric}:{self.point or '-'}"

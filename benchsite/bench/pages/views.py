@@ -8,7 +8,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ..storage import artifacts as artifact_store
-from . import compare, history, home, permissions, runpage, selectors, waterfall
+from . import compare, history, home, permissions, rollups, runpage, selectors, waterfall
 from ..worker import pools
 from ..lifecycle import cancel, trigger
 from .annotations import AnnotationForm, annotation_create
@@ -249,7 +249,7 @@ def api_benchmark_chart(request, slug):
         point = history.chart_point(benchmark, request.GET.get("point"))
     except history.BadChartQuery as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    body = history.benchmark_history_json(benchmark=benchmark, metric=metric, max_points=max_points, point=point)
+    body = rollups.chart_json(benchmark=benchmark, metric=metric, max_points=max_points, point=point)
     return HttpResponse(body, content_type="application/json")
 
 

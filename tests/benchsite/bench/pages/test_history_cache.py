@@ -1,5 +1,5 @@
-"""The chart endpoint's cached series: a repeat request reads no series, and every write that
-changes a chart (a new run, a verdict re-judged in place, a renamed variant, a new annotation)
+"""The chart endpoint's rolled-up series (bench.pages.rollups): a repeat request reads no series,
+and every write that changes a chart (a new run, a verdict re-judged in place, a renamed variant, a new annotation)
 shows on the next request."""
 import uuid
 
@@ -34,11 +34,12 @@ def _get(client, slug):
     return response.json(), len(ctx)
 
 
-def test_a_repeat_request_is_served_from_the_cache_with_the_same_body(client, chart):
+def test_a_repeat_request_is_served_from_the_rollup_with_the_same_body(client, chart):
     benchmark, _, run = chart
     first, cold = _get(client, benchmark.slug)
     again, warm = _get(client, benchmark.slug)
-    assert again == first and warm == cold - 1  # the series query is skipped
+    # the benchmark, its variants, the rollup, the annotations: no series query, no write
+    assert again == first and warm == 4 < cold
     assert first["variants"][0]["points"][0]["run"] == run.pk and first["x_count"] == 1
 
 
@@ -87,13 +88,12 @@ def test_home_sparklines_of_many_variants_stay_within_sqlites_expression_depth(c
     assert len(ctx) <= 4 + 1100 // home.VARIANTS_PER_QUERY  # one sparkline query per 150 variants
 
 
-def test_one_cache_entry_per_chart_whatever_the_versions(client, chart):
-    from django.core.cache import cache
+def test_one_rollup_per_chart_whatever_the_versions(client, chart):
+    from benchsite.bench.models import SeriesRollup
 
     benchmark, variant, _ = chart
     _get(client, benchmark.slug)
     _run(benchmark, variant, "2" * 40, 25.0)
     data, _ = _get(client, benchmark.slug)
-    key = f"bench:chart:{benchmark.pk}:decode_tok_s:2000"
-    version, axis, _members = cache.get(key)
-    assert len(axis) == 2 == data["x_count"] and len(version) == 64
+    rollup = SeriesRollup.objects.get(benchmark=benchmark, metric="decode_tok_s", point="")
+    assert not rollup.stale and data["x_count"] == 2 and SeriesRollup.objects.filter(benchmark=benchmark).count() == 1
