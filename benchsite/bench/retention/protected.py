@@ -1,0 +1,107 @@
+"""Which runs keep their files past the policy's days, and by which rule (policy.RULES).
+
+Asked a batch of runs at a time, with a constant number of queries per batch, so bench_gc's
+memory and time stay bounded on a million runs."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q
+
+from runners.contract import CORRECT, GREEDY_ARTIFACT
+
+from ..models import Annotation, Measurement, Run, Variant
+from .policy import RULE_NAMES, annotation_marks
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    id: int
+    benchmark_id: int
+    commit: str
+    created_at: datetime
+
+
+def _confirmed_regression(ids: set[int]) -> set[int]:
+    from benchsite.regressions.models import BisectStep, ChangePoint
+
+    confirmed = ChangePoint.objects.filter(is_regression=True).filter(
+        Q(status=ChangePoint.Status.CONFIRMED) | Q(confirmation=ChangePoint.Confirmation.AGREED))
+    rows = confirmed.filter(Q(run_id__in=ids) | Q(previous_run_id__in=ids) | Q(confirm_run_id__in=ids))
+    found = {run for row in rows.values_list("run_id", "previous_run_id", "confirm_run_id") for run in row}
+    found |= set(BisectStep.objects.filter(run_id__in=ids, bisection__change_point__in=confirmed)
+                 .values_list("run_id", flat=True))
+    return found & ids
+
+
+def _change_point(ids: set[int]) -> set[int]:
+    from benchsite.regressions.models import ChangePoint
+
+    rows = ChangePoint.objects.filter(Q(run_id__in=ids) | Q(previous_run_id__in=ids))
+    return {run for row in rows.values_list("run_id", "previous_run_id") for run in row} & ids
+
+
+def _open_pull(ids: set[int]) -> set[int]:
+    from benchsite.integrations.pulls.models import PullRequest, PullRun
+
+    return set(PullRun.objects.filter(run_id__in=ids, comparison__pull__state=PullRequest.State.OPEN)
+               .values_list("run_id", flat=True))
+
+
+class Protector:
+    """The keep rules over batches of runs; what never changes during one pass (each benchmark's
+    current reference run, the annotations) is read once."""
+
+    def __init__(self):
+        self._current_references: set[int] | None = None
+        self._notes: dict[int, list] | None = None
+
+    def current_references(self) -> set[int]:
+        """Each benchmark's newest successful run of its reference variant with a greedy output:
+        the one the next runs' correctness is judged against (lifecycle/checks.py)."""
+        if self._current_references is None:
+            self._current_references = set()
+            for variant in _reference_variants():
+                run = (Run.objects.filter(variant=variant, state=Run.State.SUCCEEDED, artifacts__name=GREEDY_ARTIFACT)
+                       .exclude(trigger=Run.Trigger.PULL).order_by("-created_at", "-id").values_list("id", flat=True)
+                       .first())
+                if run is not None:
+                    self._current_references.add(run)
+        return self._current_references
+
+    def _reference(self, ids: set[int]) -> set[int]:
+        disagreed = Measurement.all_points.filter(metric=CORRECT, value=0)
+        found = set(disagreed.filter(run_id__in=ids).values_list("run_id", flat=True))
+        found |= {int(ref) for ref in disagreed.filter(details__reference_run__in=list(ids))
+                  .values_list("details__reference_run", flat=True)}
+        return (found | self.current_references()) & ids
+
+    def _annotated(self, runs: list[RunFacts]) -> set[int]:
+        if self._notes is None:
+            self._notes = defaultdict(list)
+            for note in Annotation.objects.only("benchmark_id", "commit", "starts_at", "ends_at"):
+                self._notes[note.benchmark_id].append(note)
+        return {run.id for run in runs for note in self._notes.get(run.benchmark_id, ())
+                if annotation_marks(commit=run.commit, created_at=run.created_at, note_commit=note.commit,
+                                    starts_at=note.starts_at, ends_at=note.ends_at)}
+
+    def rules_for(self, runs: list[RunFacts]) -> dict[int, str]:
+        """{run id: the first rule that keeps it} for the protected runs among RUNS."""
+        ids = {run.id for run in runs}
+        found = {"confirmed_regression": _confirmed_regression(ids), "change_point": _change_point(ids),
+                 "reference": self._reference(ids), "open_pull": _open_pull(ids), "annotated": self._annotated(runs)}
+        kept: dict[int, str] = {}
+        for rule in RULE_NAMES:
+            for run_id in found[rule]:
+                kept.setdefault(run_id, rule)
+        return kept
+
+
+def _reference_variants() -> list[Variant]:
+    """Per benchmark, its reference variant, else its first (as lifecycle/checks.py chooses)."""
+    chosen: dict[int, Variant] = {}
+    for variant in Variant.objects.order_by("benchmark_id", "-is_reference", "position"):
+        chosen.setdefault(variant.benchmark_id, variant)
+    return list(chosen.values())
