@@ -1,11 +1,13 @@
-# The retention policy's marks on an artifact (bench/retention/) and the index bench_gc scans.
+# The retention policy's marks on an artifact (bench/retention/) and the index bench_gc scans
+# (partial: the files not removed yet).
 # Both columns are nullable or have a constant default: PostgreSQL adds them without rewriting
 # the table. The index is built CONCURRENTLY there, so writes to a big artifact table go on
 # meanwhile (docs/operations.md "Upgrades"); SQLite builds it the ordinary way.
 
 from django.db import migrations, models
 
-INDEX = models.Index(fields=['kind', 'created_at'], name='artifact_kind_created_idx')
+INDEX = models.Index(fields=['kind', 'created_at'], name='artifact_kind_created_idx',
+                     condition=models.Q(removed_at__isnull=True))
 
 
 def add_index(apps, schema_editor):
@@ -13,7 +15,7 @@ def add_index(apps, schema_editor):
     if schema_editor.connection.vendor == 'postgresql':
         table = schema_editor.quote_name(model._meta.db_table)
         schema_editor.execute(f'CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX.name} ON {table} '
-                              '("kind", "created_at")')
+                              '("kind", "created_at") WHERE "removed_at" IS NULL')
     else:
         schema_editor.add_index(model, INDEX)
 

@@ -29,7 +29,7 @@ class Command(BaseCommand):
         for rule, why in RULES:
             if report.kept[rule]:
                 self.stdout.write(f"kept {report.kept[rule]} file(s), {filesizeformat(report.kept_bytes[rule])}, "
-                                  f"past their days: {rule}: {why}")
+                                  f"past their days ({rule}): {why}")
         if report.failed:
             for failure in report.failed[:20]:
                 self.stderr.write(f"not freed: {failure}")

@@ -43,7 +43,7 @@ def test_gc_frees_old_traces_and_logs_of_unprotected_runs_only(fs_storage, clien
     out = _gc()
     assert "freed 2 profiler_trace file(s)" in out and "freed 2 build_log file(s)" in out
     for rule, names in KEPT_BY.items():
-        assert re.search(rf"kept {3 * len(names)} file\(s\), .* past their days: {rule}: ", out), (rule, out)
+        assert re.search(rf"kept {3 * len(names)} file\(s\), .* past their days \({rule}\): ", out), (rule, out)
     for name in FREED:
         assert _stored(runs[name]) == {"probe_json"}, name
         gone = runs[name].artifacts.get(kind="profiler_trace")
