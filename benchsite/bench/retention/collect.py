@@ -33,7 +33,7 @@ class Report:
     failed: list[str] = field(default_factory=list)
 
 
-def _expired(kind: str, cutoff: datetime):
+def _expired(kind: str, cutoff: datetime, batch_size: int):
     """The stored files of KIND older than CUTOFF, oldest first, in batches (bounded memory); the
     walk follows the partial index artifact_kind_created_idx, which holds only files not removed."""
     rows = (Artifact.objects.filter(kind=kind, created_at__lt=cutoff, removed_at__isnull=True).exclude(file="")
@@ -41,7 +41,7 @@ def _expired(kind: str, cutoff: datetime):
             .values("id", "kind", "file", "size", "created_at", "run_id", benchmark_id=F("run__benchmark_id"),
                     commit=F("run__commit"), run_created_at=F("run__created_at")))
     page = rows
-    while batch := list(page[:BATCH]):
+    while batch := list(page[:batch_size]):
         yield batch
         last = batch[-1]
         # after (created_at, id) of the last row, written as a range start the index can seek to
@@ -65,11 +65,11 @@ def _free(rows: list[dict], reason: str, now: datetime, report: Report) -> None:
         report.freed_bytes[row["kind"]] += row["size"]
 
 
-def collect(*, policy: Policy, dry_run: bool = False, now: datetime | None = None) -> Report:
-    """Free (or, with DRY_RUN, only count) what POLICY allows as of NOW."""
+def collect(*, policy: Policy, dry_run: bool = False, now: datetime | None = None, batch_size: int = BATCH) -> Report:
+    """Free (or, with DRY_RUN, only count) what POLICY allows as of NOW, BATCH_SIZE files at a time."""
     now, report, protector = now or timezone.now(), Report(policy=policy, dry_run=dry_run), Protector()
     for kind, cutoff in policy.cutoffs(now).items():
-        for batch in _expired(kind, cutoff):
+        for batch in _expired(kind, cutoff, batch_size):
             facts = [RunFacts(row["run_id"], row["benchmark_id"], row["commit"], row["run_created_at"]) for row in batch]
             kept = protector.rules_for(facts)
             freeable = []

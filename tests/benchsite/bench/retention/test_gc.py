@@ -68,6 +68,14 @@ def test_zero_days_keeps_traces_forever_while_logs_still_go(fs_storage, settings
     assert _stored(runs["plain"]) == {"probe_json", "profiler_trace"}
 
 
+def test_small_batches_free_and_keep_the_same_files_as_one(fs_storage):
+    build()
+    policy = Policy(traces_days=30, logs_days=90)
+    dry = collect(policy=policy, dry_run=True)
+    report = collect(policy=policy, batch_size=2)  # batches that split runs and equal timestamps
+    assert (report.freed, report.kept) == (dry.freed, dry.kept) and sum(dry.kept.values()) == 33
+
+
 def test_gc_frees_the_files_in_the_s3_bucket(s3_storage):
     runs = build()
     keys = set(s3_keys(s3_storage))
