@@ -1,13 +1,15 @@
 """Artifact storage: bytes per run by kind, the growth per day at a commit rate, and what the
 retention policy keeps (BENCH_RETAIN_TRACES_DAYS, BENCH_RETAIN_LOGS_DAYS, bench_gc).
 
-    .venv/bin/python benchmarks/storage_growth.py [--json]                 # the stated sizes below
+    .venv/bin/python benchmarks/storage_growth.py [--json] [--trace-mb 100]
     DATABASE_URL=postgres://... .venv/bin/python benchmarks/storage_growth.py --measured [--json]
 
---measured reads a service's own database: the mean Artifact.size per run of each kind, the share
-of finished runs that have the kind, and the share of runs the keep rules protect (computed with
-bench/retention's own rules over every run, a batch at a time). Without it, the sizes are the
-stated ones in SIZES (no H200 service database was at hand when this was written).
+By default the sizes are those of the H200 ladder's runs (docs/data/ladder-h200x2.json: Llama-8B
+TP=2, the installed engine, its logs and probe JSON inline, whole) and the profiler traces are
+--trace-mb per run: that file keeps only the traces' paths, and traces are "tens to hundreds of
+MB per run". --measured reads a service's own database instead: the mean Artifact.size per run
+of each kind, the share of finished runs that have the kind, and the share of runs the keep
+rules protect (bench/retention's own rules over every run, a batch at a time).
 """
 from __future__ import annotations
 
@@ -18,14 +20,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+LADDER = ROOT / "docs" / "data" / "ladder-h200x2.json"
 KINDS = ("profiler_trace", "server_log", "build_log", "probe_json")
-# (bytes per run that has one, share of runs that have one) when no database is read. Sources:
-# profiler traces "tens to hundreds of MB per run" (the capacity issue; a 20,000-step trace was
-# 380 MB of JSON, docs/methods/artifact-memory.md), here 100 MB on every run, the worst case of
-# the allreduce probe on each run; a serve log with its NCCL lines, a small build log (installed
-# or overlay builds; a source build's is larger and rarer); the probe JSON (greedy output with
-# logprobs, the decode and allreduce summaries).
-SIZES = {"profiler_trace": (100e6, 1.0), "server_log": (1e6, 1.0), "build_log": (20e3, 1.0), "probe_json": (50e3, 1.0)}
 MB = 1e6
 
 
@@ -47,6 +43,25 @@ def growth(sizes: dict, *, runs_per_day: float, traces_days: int, logs_days: int
     return rows
 
 
+def ladder_sizes(path: Path, trace_bytes: float) -> dict:
+    """{kind: (bytes per run that has one, share of runs)} from an offline ladder file's inline
+    artifacts; the traces, which it keeps only as paths, are TRACE_BYTES on every run."""
+    runs = json.loads(path.read_text())["runs"]
+    totals, having = dict.fromkeys(KINDS, 0), dict.fromkeys(KINDS, 0)
+    for run in runs:
+        seen = set()
+        for artifact in run["result"].get("artifacts", []):
+            if artifact.get("content") is not None:
+                totals[artifact["kind"]] += len(artifact["content"].encode())
+                seen.add(artifact["kind"])
+        for kind in seen:
+            having[kind] += 1
+    sizes = {kind: (totals[kind] / having[kind], having[kind] / len(runs)) if having[kind] else (0.0, 0.0)
+             for kind in KINDS}
+    sizes["profiler_trace"] = (trace_bytes, 1.0)
+    return sizes
+
+
 def measured() -> tuple[dict, float, int]:
     """(sizes, protected share, finished runs) of the database in DATABASE_URL."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
@@ -62,7 +77,7 @@ def measured() -> tuple[dict, float, int]:
     finished = Run.objects.filter(state__in=Run.FINAL_STATES)
     total = finished.count()
     if not total:
-        raise SystemExit("no finished runs in this database: nothing to measure (drop --measured for the stated sizes)")
+        raise SystemExit("no finished runs in this database: nothing to measure (drop --measured for the ladder's sizes)")
     sizes = {}
     for row in Artifact.objects.values("kind").annotate(runs=Count("run", distinct=True), bytes=Sum("size")):
         sizes[row["kind"]] = (row["bytes"] / row["runs"], row["runs"] / total)
@@ -82,16 +97,20 @@ def main() -> None:
     parser.add_argument("--logs-days", type=int, default=90)
     parser.add_argument("--protected-share", type=float, default=0.02,
                         help="share of runs the keep rules protect, without --measured")
+    parser.add_argument("--trace-mb", type=float, default=100, help="profiler trace bytes per run, without --measured")
     parser.add_argument("--measured", action="store_true", help="sizes and protected share from DATABASE_URL")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if min(args.traces_days, args.logs_days) < 0 or not 0 <= args.protected_share <= 1:
         parser.error("days must be 0 (forever) or more, --protected-share between 0 and 1")
-    sizes, share, runs = (*measured(),) if args.measured else (SIZES, args.protected_share, None)
+    if args.measured:
+        sizes, share, runs = measured()
+    else:
+        sizes, share, runs = ladder_sizes(LADDER, args.trace_mb * MB), args.protected_share, None
     runs_per_day = args.commits_per_day * args.benchmarks * args.variants
     rows = growth(sizes, runs_per_day=runs_per_day, traces_days=args.traces_days, logs_days=args.logs_days,
                   protected_share=share)
-    out = {"runs_per_day": runs_per_day, "protected_share": share, "source": "measured" if runs else "stated sizes",
+    out = {"runs_per_day": runs_per_day, "protected_share": share, "source": "measured" if runs else f"{LADDER.name}, traces {args.trace_mb:g} MB",
            "measured_runs": runs, "kinds": rows,
            "total_per_day_gb": sum(r["per_day_mb"] for r in rows.values()) / 1e3,
            "total_year_no_policy_tb": sum(r["year_no_policy_gb"] for r in rows.values()) / 1e3,

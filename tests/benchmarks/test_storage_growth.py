@@ -32,6 +32,13 @@ def test_the_policy_bounds_a_kind_to_its_days_plus_the_protected_runs():
     assert rows["probe_json"]["kept_days"] == "forever"
 
 
+def test_the_h200_ladder_gives_logs_and_probe_json_per_run_and_the_traces_their_stated_size():
+    sizes = growth.ladder_sizes(growth.LADDER, trace_bytes=5e6)
+    assert 40e3 < sizes["server_log"][0] < 50e3 and sizes["server_log"][1] == 1.0  # 4 runs, about 45 KB each
+    assert 90e3 < sizes["probe_json"][0] < 110e3  # decode, greedy, allreduce and comm JSON
+    assert sizes["build_log"] == (0.0, 0.0) and sizes["profiler_trace"] == (5e6, 1.0)
+
+
 @pytest.mark.django_db
 def test_measured_reads_sizes_per_kind_and_the_protected_share(fs_storage):  # noqa: F811
     runs = build()
