@@ -110,3 +110,10 @@ def test_a_storage_that_refuses_deletes_fails_the_command_and_leaves_the_rows(re
     assert "Read-only file system" in err.getvalue()
     assert _stored(runs["plain"]) == EXPIRING | {"probe_json"}
     assert not Artifact.objects.filter(removed_at__isnull=False).exists()
+
+
+def test_the_admin_artifact_list_shows_the_policy(admin_client, settings):
+    settings.BENCH_RETAIN_TRACES_DAYS = 14
+    page = admin_client.get("/admin/bench/artifact/").content.decode()
+    assert "profiler traces: kept 14 days (BENCH_RETAIN_TRACES_DAYS)" in page
+    assert "server and build logs: kept 90 days (BENCH_RETAIN_LOGS_DAYS)" in page
