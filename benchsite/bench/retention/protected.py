@@ -1,19 +1,35 @@
 """Which runs keep their files past the policy's days, and by which rule (policy.RULES).
 
 Asked a batch of runs at a time, with a constant number of queries per batch, so bench_gc's
-memory and time stay bounded on a million runs."""
+memory and time stay bounded on a million runs. bench knows its own rules (references,
+annotations); the apps that own change points and pull requests register theirs at start
+(`register`, from their AppConfig.ready), as they listen to bench's signals: bench imports
+neither. A rule left unregistered stops bench_gc rather than freeing files it should keep."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-
-from django.db.models import Q
 
 from runners.contract import CORRECT, GREEDY_ARTIFACT
 
 from ..models import Annotation, Measurement, Run, Variant
 from .policy import RULE_NAMES, annotation_marks
+
+RuleCheck = Callable[[set[int]], set[int]]  # run ids -> those the rule keeps
+_registered: dict[str, RuleCheck] = {}
+
+
+class RuleMissing(RuntimeError):
+    """A keep rule has no check registered: nothing may be freed."""
+
+
+def register(name: str, check: RuleCheck) -> None:
+    """Give the keep rule NAME (one of policy.RULE_NAMES) its check."""
+    if name not in RULE_NAMES:
+        raise ValueError(f"unknown keep rule {name!r}: expected one of {', '.join(RULE_NAMES)}")
+    _registered[name] = check
 
 
 @dataclass(frozen=True)
@@ -22,32 +38,6 @@ class RunFacts:
     benchmark_id: int
     commit: str
     created_at: datetime
-
-
-def _confirmed_regression(ids: set[int]) -> set[int]:
-    from benchsite.regressions.models import BisectStep, ChangePoint
-
-    confirmed = ChangePoint.objects.filter(is_regression=True).filter(
-        Q(status=ChangePoint.Status.CONFIRMED) | Q(confirmation=ChangePoint.Confirmation.AGREED))
-    rows = confirmed.filter(Q(run_id__in=ids) | Q(previous_run_id__in=ids) | Q(confirm_run_id__in=ids))
-    found = {run for row in rows.values_list("run_id", "previous_run_id", "confirm_run_id") for run in row}
-    found |= set(BisectStep.objects.filter(run_id__in=ids, bisection__change_point__in=confirmed)
-                 .values_list("run_id", flat=True))
-    return found & ids
-
-
-def _change_point(ids: set[int]) -> set[int]:
-    from benchsite.regressions.models import ChangePoint
-
-    rows = ChangePoint.objects.filter(Q(run_id__in=ids) | Q(previous_run_id__in=ids))
-    return {run for row in rows.values_list("run_id", "previous_run_id") for run in row} & ids
-
-
-def _open_pull(ids: set[int]) -> set[int]:
-    from benchsite.integrations.pulls.models import PullRequest, PullRun
-
-    return set(PullRun.objects.filter(run_id__in=ids, comparison__pull__state=PullRequest.State.OPEN)
-               .values_list("run_id", flat=True))
 
 
 class Protector:
@@ -90,8 +80,12 @@ class Protector:
     def rules_for(self, runs: list[RunFacts]) -> dict[int, str]:
         """{run id: the first rule that keeps it} for the protected runs among RUNS."""
         ids = {run.id for run in runs}
-        found = {"confirmed_regression": _confirmed_regression(ids), "change_point": _change_point(ids),
-                 "reference": self._reference(ids), "open_pull": _open_pull(ids), "annotated": self._annotated(runs)}
+        checks = {**_registered, "reference": self._reference, "annotated": lambda _ids: self._annotated(runs)}
+        missing = [name for name in RULE_NAMES if name not in checks]
+        if missing:
+            raise RuleMissing(f"keep rule(s) {', '.join(missing)} not registered (is their app installed?): "
+                              "nothing is freed without them")
+        found = {name: checks[name](ids) for name in RULE_NAMES}
         kept: dict[int, str] = {}
         for rule in RULE_NAMES:
             for run_id in found[rule]:
