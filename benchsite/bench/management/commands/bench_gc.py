@@ -5,6 +5,7 @@ from django.template.defaultfilters import filesizeformat
 
 from benchsite.bench.retention.collect import collect
 from benchsite.bench.retention.policy import RULES, Policy
+from benchsite.bench.retention.protected import RuleMissing
 from benchsite.bench.storage.artifacts import describe_storage
 
 
@@ -20,7 +21,10 @@ class Command(BaseCommand):
         self.stdout.write(f"retention policy ({describe_storage()}):")
         for line in policy.lines():
             self.stdout.write(f"  {line}")
-        report = collect(policy=policy, dry_run=dry_run)
+        try:
+            report = collect(policy=policy, dry_run=dry_run)
+        except RuleMissing as exc:
+            raise CommandError(str(exc)) from None
         verb = "would free" if dry_run else "freed"
         for kind, count in sorted(report.freed.items()):
             self.stdout.write(f"{verb} {count} {kind} file(s), {filesizeformat(report.freed_bytes[kind])}")
