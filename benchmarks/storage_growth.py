@@ -38,7 +38,8 @@ def growth(sizes: dict, *, runs_per_day: float, traces_days: int, logs_days: int
             kept = per_day * keep + per_day * protected_share * (horizon_days - keep)
         else:
             kept = per_day * horizon_days
-        rows[kind] = {"bytes_per_run": size * share, "per_day_mb": per_day / MB, "year_no_policy_gb": per_day * horizon_days / 1e9,
+        rows[kind] = {"bytes_per_run": size * share, "per_day_mb": per_day / MB,
+                      "year_no_policy_gb": per_day * horizon_days / 1e9,
                       "year_with_policy_gb": kept / 1e9, "kept_days": keep or "forever"}
     return rows
 
@@ -77,12 +78,14 @@ def measured() -> tuple[dict, float, int]:
     finished = Run.objects.filter(state__in=Run.FINAL_STATES)
     total = finished.count()
     if not total:
-        raise SystemExit("no finished runs in this database: nothing to measure (drop --measured for the ladder's sizes)")
+        raise SystemExit("no finished runs in this database: nothing to measure "
+                         "(drop --measured for the ladder's sizes)")
     sizes = {}
     for row in Artifact.objects.values("kind").annotate(runs=Count("run", distinct=True), bytes=Sum("size")):
         sizes[row["kind"]] = (row["bytes"] / row["runs"], row["runs"] / total)
     protector, protected, last = Protector(), 0, 0
-    while batch := list(finished.filter(id__gt=last).order_by("id").values_list("id", "benchmark_id", "commit", "created_at")[:2000]):
+    columns = ("id", "benchmark_id", "commit", "created_at")
+    while batch := list(finished.filter(id__gt=last).order_by("id").values_list(*columns)[:2000]):
         protected += len(protector.rules_for([RunFacts(*row) for row in batch]))
         last = batch[-1][0]
     return {kind: sizes.get(kind, (0.0, 0.0)) for kind in KINDS}, protected / total, total
@@ -110,7 +113,8 @@ def main() -> None:
     runs_per_day = args.commits_per_day * args.benchmarks * args.variants
     rows = growth(sizes, runs_per_day=runs_per_day, traces_days=args.traces_days, logs_days=args.logs_days,
                   protected_share=share)
-    out = {"runs_per_day": runs_per_day, "protected_share": share, "source": "measured" if runs else f"{LADDER.name}, traces {args.trace_mb:g} MB",
+    source = "measured" if runs else f"{LADDER.name}, traces {args.trace_mb:g} MB"
+    out = {"runs_per_day": runs_per_day, "protected_share": share, "source": source,
            "measured_runs": runs, "kinds": rows,
            "total_per_day_gb": sum(r["per_day_mb"] for r in rows.values()) / 1e3,
            "total_year_no_policy_tb": sum(r["year_no_policy_gb"] for r in rows.values()) / 1e3,
