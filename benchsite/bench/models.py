@@ -344,9 +344,9 @@ class Artifact(models.Model):
 
     class Meta:
         ordering = ["kind", "name"]
-        # bench_gc's scan: one kind's files older than a cutoff, among those not yet removed (the
-        # removed ones leave the index, so a daily pass does not walk the years it already freed).
-        indexes = [models.Index(fields=["kind", "created_at"], name="artifact_kind_created_idx",
+        # bench_gc's walk: one kind's files not yet removed, in id order (the removed ones leave the
+        # index, so a daily pass does not walk the years it already freed; ids, unlike times, never tie).
+        indexes = [models.Index(fields=["kind", "id"], name="artifact_live_kind_idx",
                                 condition=models.Q(removed_at__isnull=True))]
 
     def __str__(self):

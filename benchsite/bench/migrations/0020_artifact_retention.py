@@ -6,7 +6,7 @@
 
 from django.db import migrations, models
 
-INDEX = models.Index(fields=['kind', 'created_at'], name='artifact_kind_created_idx',
+INDEX = models.Index(fields=['kind', 'id'], name='artifact_live_kind_idx',
                      condition=models.Q(removed_at__isnull=True))
 
 
@@ -15,7 +15,7 @@ def add_index(apps, schema_editor):
     if schema_editor.connection.vendor == 'postgresql':
         table = schema_editor.quote_name(model._meta.db_table)
         schema_editor.execute(f'CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX.name} ON {table} '
-                              '("kind", "created_at") WHERE "removed_at" IS NULL')
+                              '("kind", "id") WHERE "removed_at" IS NULL')
     else:
         schema_editor.add_index(model, INDEX)
 

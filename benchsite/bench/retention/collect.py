@@ -34,19 +34,16 @@ class Report:
 
 
 def _expired(kind: str, cutoff: datetime, batch_size: int):
-    """The stored files of KIND older than CUTOFF, oldest first, in batches (bounded memory); the
-    walk follows the partial index artifact_kind_created_idx, which holds only files not removed."""
+    """The stored files of KIND older than CUTOFF, in batches (bounded memory). The walk follows
+    the partial index artifact_live_kind_idx (files not removed yet) in id order; ids grow with
+    time, so the files still in their days come last and are walked once per pass."""
     rows = (Artifact.objects.filter(kind=kind, created_at__lt=cutoff, removed_at__isnull=True).exclude(file="")
-            .order_by("created_at", "id")
-            .values("id", "kind", "file", "size", "created_at", "run_id", benchmark_id=F("run__benchmark_id"),
-                    commit=F("run__commit"), run_created_at=F("run__created_at")))
-    page = rows
-    while batch := list(page[:batch_size]):
+            .order_by("id").values("id", "kind", "file", "size", "run_id", benchmark_id=F("run__benchmark_id"),
+                                   commit=F("run__commit"), run_created_at=F("run__created_at")))
+    last = 0
+    while batch := list(rows.filter(id__gt=last)[:batch_size]):
         yield batch
-        last = batch[-1]
-        # after (created_at, id) of the last row, written as a range start the index can seek to
-        page = rows.filter(created_at__gte=last["created_at"]).exclude(created_at=last["created_at"],
-                                                                       id__lte=last["id"])
+        last = batch[-1]["id"]
 
 
 def _free(rows: list[dict], reason: str, now: datetime, report: Report) -> None:

@@ -72,7 +72,7 @@ def test_small_batches_free_and_keep_the_same_files_as_one(fs_storage):
     build()
     policy = Policy(traces_days=30, logs_days=90)
     dry = collect(policy=policy, dry_run=True)
-    report = collect(policy=policy, batch_size=2)  # batches that split runs and equal timestamps
+    report = collect(policy=policy, batch_size=2)  # batches that split runs and their kept rows
     assert (report.freed, report.kept) == (dry.freed, dry.kept) and sum(dry.kept.values()) == 33
 
 
