@@ -42,10 +42,11 @@ class RunFacts:
 
 class Protector:
     """The keep rules over batches of runs; what never changes during one pass (each benchmark's
-    current reference run, the annotations) is read once."""
+    current reference run, the disagreeing correctness checks, the annotations) is read once."""
 
     def __init__(self):
         self._current_references: set[int] | None = None
+        self._disagreed: set[int] | None = None
         self._notes: dict[int, list] | None = None
 
     def current_references(self) -> set[int]:
@@ -61,12 +62,17 @@ class Protector:
                     self._current_references.add(run)
         return self._current_references
 
+    def disagreed(self) -> set[int]:
+        """Both runs of every correctness check that disagreed: the candidate and the reference it
+        was compared with. Rare, so read once per pass (one scan of the `correct` figures, not one
+        per batch)."""
+        if self._disagreed is None:
+            rows = Measurement.all_points.filter(metric=CORRECT, value=0).values_list("run_id", "details__reference_run")
+            self._disagreed = {int(run) for row in rows for run in row if run is not None}
+        return self._disagreed
+
     def _reference(self, ids: set[int]) -> set[int]:
-        disagreed = Measurement.all_points.filter(metric=CORRECT, value=0)
-        found = set(disagreed.filter(run_id__in=ids).values_list("run_id", flat=True))
-        found |= {int(ref) for ref in disagreed.filter(details__reference_run__in=list(ids))
-                  .values_list("details__reference_run", flat=True)}
-        return (found | self.current_references()) & ids
+        return (self.disagreed() | self.current_references()) & ids
 
     def _annotated(self, runs: list[RunFacts]) -> set[int]:
         if self._notes is None:
