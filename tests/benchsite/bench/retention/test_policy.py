@@ -39,3 +39,10 @@ def test_an_annotation_marks_runs_by_commit_prefix_or_date_range(note, created, 
 
 def test_a_run_without_a_commit_is_not_marked_by_a_commit_note():
     assert annotation_marks(commit="", created_at=NOW, note_commit="abc1", starts_at=None, ends_at=None) is False
+
+
+def test_an_app_cannot_register_a_keep_rule_the_policy_does_not_name():
+    from benchsite.bench.retention.protected import register
+
+    with pytest.raises(ValueError, match="unknown keep rule 'kept_by_typo'"):
+        register("kept_by_typo", lambda ids: set())
