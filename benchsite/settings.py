@@ -133,6 +133,11 @@ if BENCH_ARTIFACTS_BACKEND == "s3":
     )
 else:
     _artifacts_storage = filesystem_artifacts_storage(BENCH_ARTIFACTS_DIR)
+# Retention (benchsite/bench/retention/, `manage.py bench_gc`): profiler traces and server and
+# build logs are freed after this many days; 0 keeps them forever. Runs that matter (references,
+# change points, confirmed regressions, open pull requests, annotated) and measurements are kept.
+BENCH_RETAIN_TRACES_DAYS = env_int("BENCH_RETAIN_TRACES_DAYS", 30, minimum=0)
+BENCH_RETAIN_LOGS_DAYS = env_int("BENCH_RETAIN_LOGS_DAYS", 90, minimum=0)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

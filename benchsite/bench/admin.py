@@ -67,8 +67,8 @@ class MeasurementInline(admin.TabularInline):
 class ArtifactInline(admin.TabularInline):
     model = Artifact
     extra = 0
-    fields = ["kind", "name", "size", "sha256", "error", "created_at"]
-    readonly_fields = ["size", "sha256", "error", "created_at"]
+    fields = ["kind", "name", "size", "sha256", "error", "created_at", "removed_at", "removed_reason"]
+    readonly_fields = ["size", "sha256", "error", "created_at", "removed_at", "removed_reason"]
     show_change_link = True
 
 
@@ -95,9 +95,17 @@ class MeasurementAdmin(admin.ModelAdmin):
 
 @admin.register(Artifact)
 class ArtifactAdmin(admin.ModelAdmin):
-    list_display = ["run", "kind", "name", "size", "error", "created_at"]
-    readonly_fields = ["file", "size", "sha256", "error", "created_at"]  # written by the storage, not by hand
-    list_filter = ["kind"]
+    list_display = ["run", "kind", "name", "size", "error", "created_at", "removed_at"]
+    # written by the storage and the retention policy, not by hand
+    readonly_fields = ["file", "size", "sha256", "error", "created_at", "removed_at", "removed_reason"]
+    list_filter = ["kind", ("removed_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "=run__id"]
     list_select_related = ["run", "run__variant"]
     raw_id_fields = ["run"]
+
+    def changelist_view(self, request, extra_context=None):
+        """The list says which files the retention policy frees, and which it keeps (bench_gc)."""
+        from .retention.policy import Policy
+
+        extra_context = {**(extra_context or {}), "retention_policy": Policy.from_settings().lines()}
+        return super().changelist_view(request, extra_context=extra_context)

@@ -344,9 +344,18 @@ class Artifact(models.Model):
     sha256 = models.CharField(max_length=64, blank=True)
     error = models.CharField(max_length=2000, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when the retention policy freed the file (bench/retention/, `bench_gc`): the row stays so
+    # the run page can say what was there and why it is gone; `file` is emptied, `size` kept.
+    removed_at = models.DateTimeField(null=True, blank=True, help_text="When the retention policy removed the file.")
+    removed_reason = models.CharField(max_length=200, blank=True,
+                                      help_text="The policy's rule, e.g. 'traces are kept 30 days'.")
 
     class Meta:
         ordering = ["kind", "name"]
+        # bench_gc's walk: one kind's files not yet removed, in id order (the removed ones leave the
+        # index, so a daily pass does not walk the years it already freed; ids, unlike times, never tie).
+        indexes = [models.Index(fields=["kind", "id"], name="artifact_live_kind_idx",
+                                condition=models.Q(removed_at__isnull=True))]
 
     def __str__(self):
         return f"{self.kind}:{self.name}"

@@ -10,9 +10,10 @@ class HooksConfig(AppConfig):
         from benchsite.bench.lifecycle.signals import outcome_changed, run_finished, run_started
 
         from . import receivers, tasks  # noqa: F401  (tasks: registers hooks.* with Celery)
-        from .pulls import results
+        from .pulls import results, retention
         from .pulls import tasks as pull_tasks  # noqa: F401  (registers hooks.report_pull)
 
         outcome_changed.connect(receivers.report_status_when_outcome_changes, dispatch_uid="hooks.commit_status")
         run_started.connect(results.comparison_started, dispatch_uid="hooks.pull_started")
         run_finished.connect(results.comparison_run_finished, dispatch_uid="hooks.pull_finished")
+        retention.register_rules()  # bench_gc keeps the runs of open pull requests

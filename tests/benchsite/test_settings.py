@@ -75,3 +75,12 @@ def test_no_module_but_settings_reads_a_setting_from_the_environment():
         offenders += [f"benchsite/{rel}:{line} {name}" for line, name in _literal_reads(ast.parse(path.read_text()))]
     assert offenders == [], "add a setting to benchsite/settings.py and read django.conf.settings"
     assert not (ROOT / "benchsite" / "regressions" / "conf.py").exists()
+
+
+def test_retention_days_default_to_30_and_90_and_refuse_what_is_not_a_day_count():
+    defaults = settings_in({}, "(s.BENCH_RETAIN_TRACES_DAYS, s.BENCH_RETAIN_LOGS_DAYS)")
+    assert defaults.stdout.strip() == "(30, 90)", defaults.stderr
+    forever = settings_in({"BENCH_RETAIN_TRACES_DAYS": "0"}, "s.BENCH_RETAIN_TRACES_DAYS")
+    assert forever.stdout.strip() == "0", forever.stderr  # 0: kept forever
+    bad = settings_in({"BENCH_RETAIN_LOGS_DAYS": "a month"}, "s.BENCH_RETAIN_LOGS_DAYS")
+    assert bad.returncode != 0 and "BENCH_RETAIN_LOGS_DAYS='a month' is not an integer" in bad.stderr
