@@ -9,14 +9,12 @@ from django.utils.functional import cached_property
 
 from runners.contract import METRICS
 
-# Below this many rows (the planner's estimate) the exact count is cheap: a few ms.
-EXACT_COUNT_UP_TO = 20_000
-
-
 class EstimatedCountPaginator(Paginator):
     """On PostgreSQL, the planner's row estimate stands for a large list's count (an exact
     COUNT(*) of 8,000,000 measurements reads the whole table, ~1 s); a list the planner
     expects to be small is counted exactly. SQLite always counts exactly."""
+
+    exact_up_to = 20_000  # rows the planner expects: below it an exact count takes a few ms
 
     @cached_property
     def count(self):
@@ -28,7 +26,7 @@ class EstimatedCountPaginator(Paginator):
                 cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
                 plan = cursor.fetchone()[0]
             estimate = int((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]["Plan Rows"])
-            if estimate > EXACT_COUNT_UP_TO:
+            if estimate > self.exact_up_to:
                 return estimate
         return super().count
 
