@@ -122,7 +122,8 @@ def prepare(runs: int, postgres: bool) -> dict:
     first = Run.objects.filter(variant=last.variant).order_by("id").first()
     pull = _pull_request(benchmark, variants)
     get_user_model().objects.create_superuser(ADMIN[0], "admin@example.com", ADMIN[1])
-    return {"slug": benchmark.slug, "run": last.pk, "other": first.pk, "pull": pull, "seed_s": round(seed_s, 1)}
+    return {"slug": benchmark.slug, "run": last.pk, "other": first.pk, "pull": pull, "commit": last.commit[:12],
+            "seed_s": round(seed_s, 1)}
 
 
 def pages(ids: dict) -> dict[str, str]:
@@ -130,6 +131,7 @@ def pages(ids: dict) -> dict[str, str]:
     return {"home": "/", "benchmark": f"/b/{slug}/", "chart_json": f"/api/benchmarks/{slug}/chart/?metric=decode_tok_s",
             "waterfall": f"/b/{slug}/waterfall/", "run": f"/runs/{run}/", "run_json": f"/api/runs/{run}/",
             "compare": f"/compare/?a={ids['other']}&b={run}", "runs_api": f"/api/runs/?benchmark={slug}",
+            "runs_api_commit": f"/api/runs/?commit={ids['commit']}", "commit_api": f"/api/commits/{ids['commit']}/",
             "pull": ids["pull"], "changes": f"/b/{slug}/changes/", "marks_json": f"/api/benchmarks/{slug}/marks/",
             "admin_runs": "/admin/bench/run/", "admin_measurements": "/admin/bench/measurement/",
             "admin_verdicts": "/admin/regressions/verdict/"}

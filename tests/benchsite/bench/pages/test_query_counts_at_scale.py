@@ -1,6 +1,7 @@
 """Every page reads the same number of queries at 100 runs and at 10,000, warm and cold (the
 caches emptied): what it reads does not grow with the history (benchmarks/dashboard_load.py
 measures the same pages' latency at 1,000,000 runs)."""
+import hashlib
 import uuid
 from datetime import timedelta
 
@@ -30,7 +31,7 @@ def _history(benchmark, variants, runs: int, start_batch: int) -> None:
         b = start_batch + n // len(variants)
         t = start + timedelta(minutes=36 * b)
         rows.append(Run(benchmark=benchmark, variant=variants[n % len(variants)], batch=uuid.UUID(int=b + 1),
-                        state="SUCCEEDED", commit=f"{b:040x}", created_at=t, started_at=t, finished_at=t, worker_host="gpu-1"))
+                        state="SUCCEEDED", commit=hashlib.sha1(str(b).encode()).hexdigest(), created_at=t, started_at=t, finished_at=t, worker_host="gpu-1"))
     made = Run.objects.bulk_create(rows, batch_size=2000)
     ids = [r.pk for r in made] if made[0].pk else list(
         Run.objects.filter(benchmark=benchmark).order_by("-id").values_list("id", flat=True)[:runs])
@@ -62,7 +63,8 @@ def site():
     slug = benchmark.slug
     urls = ["/", f"/b/{slug}/", f"/api/benchmarks/{slug}/chart/?metric=decode_tok_s", f"/b/{slug}/waterfall/",
             f"/runs/{last.pk}/", f"/api/runs/{last.pk}/", f"/compare/?a={first.pk}&b={last.pk}",
-            f"/api/runs/?benchmark={slug}", "/pr/github.com/acme/vllm/12/", f"/b/{slug}/changes/",
+            f"/api/runs/?benchmark={slug}", f"/api/runs/?commit={last.commit[:12]}", f"/api/commits/{last.commit[:12]}/",
+            "/pr/github.com/acme/vllm/12/", f"/b/{slug}/changes/",
             f"/api/benchmarks/{slug}/marks/", "/admin/bench/run/", "/admin/bench/measurement/",
             "/admin/bench/measurement/?metric=decode_tok_s", "/admin/regressions/verdict/"]
     return benchmark, variants, urls
