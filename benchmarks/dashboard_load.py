@@ -13,8 +13,8 @@ created and dropped, benchmarks/pgdb.py), 20 benchmarks written with COPY
 
 prints {"pages": {NAME: {"p95_ms", "cold_p95_ms", "cpu_ms", "queries", "queries_at_100", "kb"}}}:
 p95_ms is warm (the same page again); cold_p95_ms is measured with a new result landing before
-each request (run_complete, the function a worker's result goes through, untimed), so every
-cache keyed on the data misses; cpu_ms is the gunicorn worker's CPU time per request (user +
+each request (stored as lifecycle.complete stores a worker's result, untimed), so every cache
+keyed on the data misses; cpu_ms is the gunicorn worker's CPU time per request (user +
 system), a figure that other jobs on a shared machine inflate far less than the wall-clock p95
 (the 1-minute load average is printed with it); kb is the response's size on the wire,
 gzip-compressed as a browser asks for it.
@@ -203,19 +203,24 @@ def _cpu_s(proc) -> float:
 
 
 def land_result(slug: str, i: int) -> None:
-    """A new result of benchmark SLUG stored as a worker's is: a RUNNING run completed through
-    run_complete (stored, judged, finished), figures like the history's so nothing regresses."""
-    from benchsite.bench.lifecycle.complete import run_complete
+    """A new result of benchmark SLUG stored as a worker's is (lifecycle.complete._store_result:
+    its measurements, the run SUCCEEDED), with figures like the history's. Its judgement is left
+    out: judging reads each series whole (regressions/series.py), ~55 s at 1,000,000 runs."""
+    from django.db import transaction
+
+    from benchsite.bench.lifecycle.complete import _store_result
     from benchsite.bench.models import Run, Variant
     from benchmarks.history_copy import figures
+    from runners.contract import JobResult
 
     variant = Variant.objects.filter(benchmark__slug=slug).order_by("position")[i % len(VARIANTS)]
-    run = Run.objects.create(benchmark_id=variant.benchmark_id, variant=variant, batch=uuid.uuid4(), state="RUNNING",
-                             commit=uuid.uuid4().hex + "0" * 8, task_id=f"load-{i}", worker_host="gpu-1")
     tok_s = BASE_TOK_S[variant.position - 1]
-    measurements = [{"metric": m, "value": v, "samples": [v] * 5, "ci_low": low, "ci_high": high}
-                    for m, v, low, high in figures(tok_s, i + 1)]
-    assert run_complete(run_id=run.id, result={"measurements": measurements}, task_id=run.task_id)
+    result = JobResult.from_dict({"measurements": [{"metric": m, "value": v, "samples": [v] * 5, "ci_low": low,
+                                                    "ci_high": high} for m, v, low, high in figures(tok_s, i + 1)]})
+    with transaction.atomic():
+        run = Run.objects.create(benchmark_id=variant.benchmark_id, variant=variant, batch=uuid.uuid4(), state="RUNNING",
+                                 commit=uuid.uuid4().hex + "0" * 8, task_id=f"load-{i}", worker_host="gpu-1")
+        _store_result(run, result)
 
 
 def _p95(times: list[float]) -> float:
