@@ -19,7 +19,9 @@ from benchsite.integrations.models import RepoWatch
 from benchsite.integrations.pulls.models import Comparison, PullRequest, PullRun
 from benchsite.regressions.models import Verdict
 
-pytestmark = pytest.mark.django_db
+# PostgreSQL, the production database, where the admin's estimated counts apply (SQLite: the
+# smaller growth of test_dashboard.test_query_counts_do_not_grow_with_runs)
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres_pass]
 VARIANTS = ("eager", "CUDA graphs", "NCCL LL", "NCCL LL128", "fused")
 
 
