@@ -1,5 +1,5 @@
 """The admin's large lists: an estimated count on PostgreSQL past the exact-count bound, the
-exact one below it and on SQLite; metric choices from the contract."""
+exact one below it and on SQLite; metric choices from the contract; PostgreSQL without JIT."""
 import uuid
 
 import pytest
@@ -52,3 +52,11 @@ def test_the_metric_filter_offers_the_registered_metrics_without_reading_the_tab
     assert all("DISTINCT" not in q["sql"].upper() for q in ctx.captured_queries)
     assert "?metric=decode_tok_s" in page and "?metric=itl_ms_p99" in page and len(METRICS) > 8
     assert "1500 measurements" in page or "1,500 measurements" in page
+
+
+@pytest.mark.postgres_pass
+def test_postgresql_connections_plan_without_jit():
+    """The pages' short queries never pay for JIT compilation (settings.py)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
