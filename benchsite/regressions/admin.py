@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from benchsite.bench.admin_lists import LargeTableAdmin, MetricListFilter
+
 from .models import Alert, ChangePoint, HostHealth, Subscription, Threshold, Verdict
 
 
@@ -28,9 +30,11 @@ class AlertAdmin(admin.ModelAdmin):
 
 
 @admin.register(Verdict)
-class VerdictAdmin(admin.ModelAdmin):
+class VerdictAdmin(LargeTableAdmin):
     list_display = ("run", "metric", "kind", "effect", "threshold")
-    list_filter = ("kind", "metric")
+    list_filter = ("kind", MetricListFilter)
+    list_select_related = ("run__variant",)  # a run's name says its variant
+    ordering = ("-id",)  # newest first, on the primary key: the model's metric order sorts every row
     raw_id_fields = ("run",)
 
 

@@ -43,7 +43,9 @@ def _recent_decode_rows(variants) -> dict[int, list[dict]]:
         rows = list(Measurement.objects.filter(since, metric__in=[DECODE_TOK_S, CORRECT], run__state=Run.State.SUCCEEDED)
                     .exclude(run__trigger=Run.Trigger.PULL)
                     .order_by("-run__created_at", "-run_id")
-                    .values("metric", "run_id", "run__variant_id", "run__commit", "run__batch", "run__created_at",
+                    # no run__created_at: Django's timestamptz loader is pure Python, 6 us a value
+                    # (40 ms of the page's CPU for 100 variants' 6,000 rows)
+                    .values("metric", "run_id", "run__variant_id", "run__commit", "run__batch",
                             "run__outcome", "run__outcome_final", "run__branch", "value"))
         verdicts = {r["run_id"]: r["value"] for r in rows if r["metric"] == CORRECT}
         for row in rows:
