@@ -32,7 +32,7 @@ class Migration(migrations.Migration):
     atomic = False  # CREATE INDEX CONCURRENTLY cannot run inside a transaction
 
     dependencies = [
-        ('bench', '0019_workload_points'),
+        ('bench', '0020_series_rollups'),
     ]
 
     operations = [

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
     atomic = False  # CREATE INDEX CONCURRENTLY cannot run in a transaction
 
     dependencies = [
-        ('bench', '0019_workload_points'),
+        ('bench', '0022_artifact_retention'),
     ]
 
     operations = [
