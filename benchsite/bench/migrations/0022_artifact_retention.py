@@ -6,26 +6,10 @@
 
 from django.db import migrations, models
 
+from benchsite.bench.schema_ops import AddIndexConcurrently
+
 INDEX = models.Index(fields=['kind', 'id'], name='artifact_live_kind_idx',
                      condition=models.Q(removed_at__isnull=True))
-
-
-def add_index(apps, schema_editor):
-    model = apps.get_model('bench', 'Artifact')
-    if schema_editor.connection.vendor == 'postgresql':
-        table = schema_editor.quote_name(model._meta.db_table)
-        schema_editor.execute(f'CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX.name} ON {table} '
-                              '("kind", "id") WHERE "removed_at" IS NULL')
-    else:
-        schema_editor.add_index(model, INDEX)
-
-
-def drop_index(apps, schema_editor):
-    model = apps.get_model('bench', 'Artifact')
-    if schema_editor.connection.vendor == 'postgresql':
-        schema_editor.execute(f'DROP INDEX CONCURRENTLY IF EXISTS {INDEX.name}')
-    else:
-        schema_editor.remove_index(model, INDEX)
 
 
 class Migration(migrations.Migration):
@@ -47,8 +31,5 @@ class Migration(migrations.Migration):
             field=models.CharField(blank=True, help_text="The policy's rule, e.g. 'traces are kept 30 days'.",
                                    max_length=200),
         ),
-        migrations.SeparateDatabaseAndState(
-            state_operations=[migrations.AddIndex(model_name='artifact', index=INDEX)],
-            database_operations=[migrations.RunPython(add_index, drop_index)],
-        ),
+        AddIndexConcurrently(model_name='artifact', index=INDEX),
     ]
