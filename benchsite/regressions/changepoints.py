@@ -82,8 +82,7 @@ def changepoints_detect(*, run: Run) -> list[ChangePoint]:
     for metric, point in _judged_series(run):
         reset = baseline_reset(run=run, metric=metric, point=point)
         points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run,
-                               point=point)
-        points = points[-MAX_POINTS:]
+                               point=point, newest=MAX_POINTS)
         found = edivisive.detect([p.value for p in points], min_size=MIN_SIZE, max_pvalue=MAX_PVALUE,
                                  min_change=threshold_for(benchmark=run.benchmark, metric=metric))
         with transaction.atomic():

@@ -104,8 +104,9 @@ def _noise_before(cp: ChangePoint) -> float | None:
     """The series' run-to-run noise over the runs before the change (judging.robust_noise)."""
     if cp.previous_run is None:
         return None
-    points = series_points(run=cp.previous_run, metric=cp.metric, until_run=cp.previous_run, point=cp.point)
-    return judging.robust_noise([p.value for p in points][-settings.BENCH_VERDICT_MAX_HISTORY:])
+    points = series_points(run=cp.previous_run, metric=cp.metric, until_run=cp.previous_run, point=cp.point,
+                           newest=settings.BENCH_VERDICT_MAX_HISTORY)
+    return judging.robust_noise([p.value for p in points])
 
 
 def _agrees(cp: ChangePoint, run: Run) -> bool:

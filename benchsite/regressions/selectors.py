@@ -32,8 +32,8 @@ def second_look_possible(*, run) -> bool:
 
     disagreed = ChangePoint.objects.filter(run=run, status=ChangePoint.Status.OPEN, confirm_attempts=1,
                                            confirmation=ChangePoint.Confirmation.DISAGREED).select_related("run")
-    return any(len(series_points(run=cp.run, metric=cp.metric, since_run=cp.run)) < SECOND_LOOK_AFTER
-               for cp in disagreed)
+    return any(len(series_points(run=cp.run, metric=cp.metric, since_run=cp.run, newest=SECOND_LOOK_AFTER))
+               < SECOND_LOOK_AFTER for cp in disagreed)
 
 
 def run_verdicts(*, run) -> list[Verdict]:

@@ -82,18 +82,24 @@ def _same_series_runs(run: Run):
 
 
 def series_points(*, run: Run, metric: str, since_run: Run | None = None, until_run: Run | None = None,
-                  point: str = "") -> list[Point]:
+                  point: str = "", newest: int | None = None) -> list[Point]:
     """The series `run` belongs to, oldest first, from `since_run` (a baseline reset) up to and
     including `until_run`, of workload POINT ("" the first). The pool is the benchmark's, so the
-    same benchmark is the same pool."""
+    same benchmark is the same pool. NEWEST: only the newest that many runs of it (a year of
+    history is 10,000 runs a series: a verdict reads its last 20, not all of them)."""
     runs = _same_series_runs(run)
     if since_run is not None:
         runs = runs.filter(created_at__gte=since_run.created_at).exclude(created_at=since_run.created_at, id__lt=since_run.id)
     if until_run is not None:
         runs = runs.filter(created_at__lte=until_run.created_at).exclude(created_at=until_run.created_at, id__gt=until_run.id)
-    measurements = {m.run_id: m for m in point_measurements(point).filter(run__in=runs, metric=metric)}
+    runs = runs.select_related("benchmark", "variant", "build")
+    if newest is not None:
+        runs = list(runs.reverse()[:newest])[::-1]
+    else:
+        runs = list(runs)
+    measurements = {m.run_id: m for m in point_measurements(point).filter(run_id__in=[r.id for r in runs], metric=metric)}
     points = []
-    for r in runs.select_related("benchmark", "variant", "build"):
+    for r in runs:
         m = measurements.get(r.id)
         figure = run_figure(m) if m is not None else None
         if figure is not None:

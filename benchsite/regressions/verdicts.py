@@ -53,10 +53,12 @@ def baseline_points(*, run: Run, metric: str, point: str = "") -> tuple[list[Poi
     (never that run itself, whose figure is what is in doubt)."""
     reset = baseline_reset(run=run, metric=metric, point=point)
     suspect = confirmed_suspect(run)
-    points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=suspect or run,
-                           point=point)
-    history = [p for p in points if p.run.id not in {run.id, suspect and suspect.id}]
     stops = unaccepted_change_runs(run, metric, point)
+    # the newest runs suffice, but an unaccepted change may end the history anywhere: then read it all
+    newest = None if stops else settings.BENCH_VERDICT_MAX_HISTORY + 2
+    points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=suspect or run,
+                           point=point, newest=newest)
+    history = [p for p in points if p.run.id not in {run.id, suspect and suspect.id}]
     cut = next((i for i, p in enumerate(history) if p.run.id in stops), len(history))
     return history[:cut][-settings.BENCH_VERDICT_MAX_HISTORY:], reset
 
