@@ -229,12 +229,34 @@ def _queues(redis_url: str) -> dict:
         return {"redis": "down"}
 
 
+def _leftover_messages(redis_url: str) -> list[dict]:
+    """The messages still in the broker (queued or unacknowledged): task, id, args' run id, eta."""
+    import redis as redis_py
+
+    def describe(raw: bytes) -> dict:
+        message = json.loads(raw)
+        if isinstance(message, list):  # an unacked entry: [message, exchange, routing key]
+            message = message[0]
+        headers = message.get("headers", {})
+        return {"task": headers.get("task"), "id": headers.get("id"), "eta": headers.get("eta"),
+                "args": str(headers.get("argsrepr", ""))[:40], "retries": headers.get("retries")}
+
+    try:
+        client = redis_py.Redis.from_url(redis_url, socket_timeout=2)
+        raws = [*client.lrange("web", 0, 20), *client.lrange("gpu.cpu", 0, 20), *client.hvals("unacked")[:20]]
+        client.close()
+        return [describe(raw) for raw in raws]
+    except (redis_py.RedisError, ValueError) as exc:
+        return [{"error": str(exc)}]
+
+
 def _sampler(stop: threading.Event, running, gunicorn, clock: Clock, out: list) -> None:
     from django.db import connection
 
     from benchsite.bench.models import Run
 
     while True:
+        last = stop.is_set()  # once told to stop: one more sample, the state at the end
         sample = {"t": clock.now(), **_queues(running.redis.url)}
         pids = {"gunicorn_worker": _gunicorn_worker(gunicorn),
                 **{f"celery_{name}": proc.pid for name, proc in running.workers.procs.items()}}
@@ -242,9 +264,10 @@ def _sampler(stop: threading.Event, running, gunicorn, clock: Clock, out: list) 
         sample["rss_mb"] = {name: _rss_mb(pid, children=name != "gunicorn_worker") for name, pid in pids.items()}
         sample["succeeded"] = Run.objects.filter(state=Run.State.SUCCEEDED).count()
         out.append(sample)
-        if stop.wait(SAMPLE_EVERY_S):
+        if last:
             connection.close()
             return
+        stop.wait(SAMPLE_EVERY_S)
 
 
 # --- faults -------------------------------------------------------------------------------------
@@ -504,14 +527,14 @@ def soak(args, work: Path, database_url: str) -> dict:
     disk.mount()
     env = {**DATABASE_DOWN_ENV, "BENCH_ARTIFACTS_DIR": str(disk.path), "BENCH_ALLOW_FILE_REPOS": "1",
            "BENCH_VLLM_BASE_REF": BASE_TAG, "BENCH_BUILD_CACHE_DIR": str(work / "build-cache")}
-    clock, stop = Clock(), threading.Event()
+    clock, stop, stop_sampling = Clock(), threading.Event(), threading.Event()
     deliveries, reads, samples, faults = [], [], [], []
     gunicorn = None
     try:
         with running_service(work, database_url, env, proxied=True) as running:
             gunicorn, base_url = _start_gunicorn(work, database_url, running.redis.url, disk.path)
             clock = Clock()
-            threads = [threading.Thread(target=_sampler, args=(stop, running, gunicorn, clock, samples)),
+            threads = [threading.Thread(target=_sampler, args=(stop_sampling, running, gunicorn, clock, samples)),
                        threading.Thread(target=_deliveries,
                                         args=(stop, remote, base_url, args.push_every_s, clock, deliveries)),
                        threading.Thread(target=_reader, args=(stop, base_url, clock, reads))]
@@ -532,15 +555,17 @@ def soak(args, work: Path, database_url: str) -> dict:
                 thread.join(timeout=60)
             drain = injector.wait(lambda: _drained(first_id, running.redis.url), args.drain_s)
             drained_s = round(clock.now() - load_s, 1)
-            time.sleep(SAMPLE_EVERY_S + 1)  # a last sample of the drained queues
+            stop_sampling.set()  # its last sample: the drained queues
             threads[0].join(timeout=30)
             runs = _runs_figures(first_id, float(DATABASE_DOWN_ENV["BENCH_HEARTBEAT_TIMEOUT_S"]))
             growth = _growth(samples, running)
+            growth["leftover_messages"] = _leftover_messages(running.redis.url)
     finally:
         if gunicorn is not None and gunicorn.poll() is None:
             gunicorn.terminate()
             gunicorn.wait(timeout=30)
         stop.set()
+        stop_sampling.set()
         with contextlib.suppress(subprocess.CalledProcessError):
             disk.free()
             subprocess.run(["umount", str(disk.path)], check=True)
