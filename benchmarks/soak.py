@@ -67,7 +67,11 @@ class Clock:
     """Seconds since the soak's start, shared by every record."""
 
     def __init__(self):
-        self.t0 = time.monotonic()
+        self.t0, self.wall0 = time.monotonic(), time.time()
+
+    def at(self, moment) -> float | None:
+        """A database timestamp on this clock."""
+        return round(moment.timestamp() - self.wall0, 2) if moment else None
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 2)
@@ -407,14 +411,16 @@ def _drained(first_id: int, redis_url: str) -> bool:
     return all(v == 0 for v in _queues(redis_url).values())
 
 
-def _runs_figures(since_id: int, heartbeat_timeout_s: float) -> dict:
+def _runs_figures(since_id: int, heartbeat_timeout_s: float, clock: Clock) -> dict:
     from collections import Counter
 
     from django.utils import timezone
 
     from benchsite.bench.models import Run
 
-    runs = list(Run.objects.filter(id__gt=since_id).only("state", "trigger", "failure_kind", "error", "heartbeat_at"))
+    runs = list(Run.objects.filter(id__gt=since_id).select_related("variant")
+                .only("state", "trigger", "failure_kind", "error", "heartbeat_at", "phase", "created_at", "started_at",
+                      "finished_at", "attempts", "variant__name"))
     fresh = timezone.now() - timezone.timedelta(seconds=heartbeat_timeout_s)
     in_flight = [r for r in runs if r.state in Run.ACTIVE_STATES and r.heartbeat_at and r.heartbeat_at >= fresh]
     lost = [r.id for r in runs if not r.is_final and r not in in_flight]
@@ -428,6 +434,10 @@ def _runs_figures(since_id: int, heartbeat_timeout_s: float) -> dict:
         "runs_failed": dict(Counter(reason(r) for r in runs if r.state == "FAILED")),
         # the soak cancels nothing itself: these are queued runs superseded by a later push or PR head
         "runs_cancelled": dict(Counter(f"superseded ({r.trigger})" for r in runs if r.state == "CANCELLED")),
+        "failed_runs": [{"id": r.id, "variant": r.variant.name, "failure_kind": r.failure_kind,
+                         "error": r.error[:200], "attempts": r.attempts, "created_at_s": clock.at(r.created_at),
+                         "started_at_s": clock.at(r.started_at), "finished_at_s": clock.at(r.finished_at)}
+                        for r in runs if r.state == "FAILED"],
         "runs_in_flight": len(in_flight),
         "runs_lost": len(lost),
         "lost_run_ids": lost,
@@ -557,7 +567,7 @@ def soak(args, work: Path, database_url: str) -> dict:
             drained_s = round(clock.now() - load_s, 1)
             stop_sampling.set()  # its last sample: the drained queues
             threads[0].join(timeout=30)
-            runs = _runs_figures(first_id, float(DATABASE_DOWN_ENV["BENCH_HEARTBEAT_TIMEOUT_S"]))
+            runs = _runs_figures(first_id, float(DATABASE_DOWN_ENV["BENCH_HEARTBEAT_TIMEOUT_S"]), clock)
             growth = _growth(samples, running)
             growth["leftover_messages"] = _leftover_messages(running.redis.url)
     finally:
