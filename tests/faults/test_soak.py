@@ -14,8 +14,8 @@ from tests.conftest import ROOT
 pytestmark = [pytest.mark.postgres_pass, pytest.mark.timeout(240)]
 
 KEYS = {"seed", "load_s", "drained", "runs_triggered", "runs_finished", "runs_failed", "runs_cancelled",
-        "runs_in_flight", "runs_lost", "failed_runs", "deliveries", "pages", "faults", "faults_injected", "faults_survived",
-        "growth", "queue_lengths", "rss_mb_samples", "ok"}
+        "runs_in_flight", "runs_lost", "failed_runs", "deliveries", "pages", "faults", "faults_injected",
+        "faults_survived", "growth", "queue_lengths", "rss_mb_samples", "ok"}
 
 
 def _postgres_server() -> str:
