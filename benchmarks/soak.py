@@ -13,7 +13,7 @@ repository: each push is a real new commit that the GPU worker fetches and build
 Load, until the time is up: a signed GitHub push of a new commit every --push-every-s seconds
 (round-robin over 3 branches; a later push of a branch supersedes its queued runs), every 4th
 one a pull_request `synchronize` of a new head instead (both sides queued); a page reader (home,
-benchmark page, chart JSON, run page, run API) without pause. Faults, one of each, in an order
+benchmark page, chart JSON, run page, run API), 0.2 s between reads. Faults, one of each, in an order
 and at times drawn from --seed, within the first 75 % of the time:
   gpu_worker_sigkill  the GPU worker's process group SIGKILLed, restarted 1 s later
   redis_restart       the broker killed (no persistence: every message lost), back after 3 s
