@@ -606,7 +606,8 @@ def main() -> int:
     length.add_argument("--minutes", type=float, help="minutes of load (default 30)")
     length.add_argument("--seconds", type=float, help="seconds of load (a short soak)")
     parser.add_argument("--seed", type=int, default=1, help="draws the faults' order and times (default 1)")
-    parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated subset of {','.join(FAULTS)}")
+    parser.add_argument("--faults", default=",".join(FAULTS),
+                        help=f"comma-separated, from {','.join(FAULTS)} (a name may repeat; default: each once)")
     parser.add_argument("--push-every-s", type=float, default=20.0, help="seconds between deliveries (default 20)")
     parser.add_argument("--drain-s", type=float, default=300.0, help="at most this long for every run to end")
     parser.add_argument("--recover-s", type=float, default=240.0, help="at most this long for a fault's probe run")
