@@ -19,7 +19,6 @@ its measurements and every artifact marked "disk full (ENOSPC)".
 import argparse
 import contextlib
 import json
-import os
 import sys
 import tempfile
 import time
@@ -32,61 +31,38 @@ FAULTS = ("worker_sigkill", "engine_hang", "engine_exit", "redis_restart", "dupl
           "database_down", "disk_full_artifacts")
 
 
-def _setup_django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-
-
 def _run_one(name: str, base: Path, database_url: str) -> dict:
+    from benchmarks.fault_service import running_service
     from benchsite.bench.models import Benchmark, Run
     from tests.faults import scenarios
-    from tests.faults.harness import (FaultWorkers, FullDisk, PrivateRedis, fault_benchmark, point_app_at,
-                                      proxied_database_url, restore_app)
+    from tests.faults.harness import FullDisk, fault_benchmark
 
     work = base / name
     work.mkdir(parents=True)
     Benchmark.objects.filter(slug="faults").delete()
     visibility = 3 if name == "duplicate_delivery" else 3600
-    redis = PrivateRedis(work)
-    redis.start()
-    env, proxy = {"BENCH_VISIBILITY_TIMEOUT_S": str(visibility)}, None
-    if name == "database_down":
-        proxy, database_url = proxied_database_url(database_url)
-        env.update(scenarios.DATABASE_DOWN_ENV)
-    disk = FullDisk(work / "artifacts-disk").__enter__() if name == "disk_full_artifacts" else None
-    if disk is not None:
-        env["BENCH_ARTIFACTS_DIR"] = str(disk.path)
-    workers = FaultWorkers(redis.url, database_url, work, extra_env=env)
-    saved = point_app_at(redis.url, visibility)
-    svc = scenarios.Service(redis=redis, workers=workers, benchmark=fault_benchmark(work / "gate"), gate=work / "gate",
-                            db_proxy=proxy)
-    workers.start_service()
-    t0 = time.monotonic()
-    try:
-        if name.startswith("engine_"):
-            figures = scenarios.engine_fault(svc, name.removeprefix("engine_"))
-        elif disk is not None:
-            figures = scenarios.disk_full_artifacts(svc, disk)
-        else:
-            figures = getattr(scenarios, name)(svc)
-    except AssertionError as exc:
-        time.sleep(2)
-        lost = Run.objects.filter(benchmark=svc.benchmark).exclude(state__in=Run.FINAL_STATES).count()
-        figures = {"name": name, "injected": 1, "survived": False, "runs_lost": lost, "recovery_s": None,
-                   "details": {"error": str(exc)[:2000]}}
-    finally:
-        workers.stop()
-        if proxy is not None:
-            proxy.stop()
-        restore_app(saved)
-        redis.kill()
+    env = dict(scenarios.DATABASE_DOWN_ENV) if name == "database_down" else {}
+    with contextlib.ExitStack() as stack:
+        disk = stack.enter_context(FullDisk(work / "artifacts-disk")) if name == "disk_full_artifacts" else None
         if disk is not None:
-            disk.__exit__(None, None, None)
+            env["BENCH_ARTIFACTS_DIR"] = str(disk.path)
+        running = stack.enter_context(running_service(work, database_url, env, proxied=name == "database_down",
+                                                      visibility_timeout_s=visibility))
+        svc = scenarios.Service(redis=running.redis, workers=running.workers, benchmark=fault_benchmark(work / "gate"),
+                                gate=work / "gate", db_proxy=running.db_proxy)
+        t0 = time.monotonic()
+        try:
+            if name.startswith("engine_"):
+                figures = scenarios.engine_fault(svc, name.removeprefix("engine_"))
+            elif disk is not None:
+                figures = scenarios.disk_full_artifacts(svc, disk)
+            else:
+                figures = getattr(scenarios, name)(svc)
+        except AssertionError as exc:
+            time.sleep(2)
+            lost = Run.objects.filter(benchmark=svc.benchmark).exclude(state__in=Run.FINAL_STATES).count()
+            figures = {"name": name, "injected": 1, "survived": False, "runs_lost": lost, "recovery_s": None,
+                       "details": {"error": str(exc)[:2000]}}
     figures["details"]["scenario_s"] = round(time.monotonic() - t0, 1)
     return figures
 
@@ -105,12 +81,13 @@ def main() -> int:
         parser.error(f"unknown faults {unknown}; choose from {list(FAULTS)}")
     if "database_down" in chosen and args.database_url and not args.database_url.startswith("postgres"):
         parser.error("database_down cuts a TCP proxy in front of PostgreSQL: give a postgres:// --database-url")
+    from benchmarks.fault_service import setup_django
     from benchmarks.pgdb import private_database
 
     with tempfile.TemporaryDirectory(prefix="faults-") as tmp, contextlib.ExitStack() as stack:
         base = Path(tmp)
         database_url = args.database_url or stack.enter_context(private_database(args.postgres, "bench_faults"))
-        _setup_django(database_url)
+        setup_django(database_url)
         results = [_run_one(name, base, database_url) for name in chosen]
     if args.json:
         keys = ("name", "injected", "survived", "runs_lost", "recovery_s")

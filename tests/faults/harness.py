@@ -231,27 +231,46 @@ def proxied_database_url(database_url: str):
 
 
 class FullDisk:
-    """A real 1 MiB tmpfs, filled to the last byte: the artifact storage on a full disk (a write
-    fails with ENOSPC from the kernel). Mounting needs root, as the suite and CI run."""
+    """A real tmpfs (1 MiB unless told), filled to the last byte: the artifact storage on a full
+    disk (a write fails with ENOSPC from the kernel). Mounting needs root, as the suite and CI
+    run. As a context manager it is mounted full; mount(), fill() and free() play a disk that
+    fills up and is cleared while the service runs."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, size: str = "1m"):
+        self.path, self.size = path, size
 
     def __enter__(self) -> "FullDisk":
+        self.mount()
+        self.fill()
+        return self
+
+    def mount(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(self.path)],
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size}", "tmpfs", str(self.path)],
                                  capture_output=True, text=True)
         if mounted.returncode != 0:
-            raise AssertionError(f"cannot mount a 1 MiB tmpfs for the full-disk fault (needs root): "
+            raise AssertionError(f"cannot mount a {self.size} tmpfs for the full-disk fault (needs root): "
                                  f"{mounted.stderr.strip()}")
+
+    def fill(self) -> None:
         try:
             with open(self.path / "filler", "wb") as f:
                 while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+        except OSError:  # ENOSPC: full (a last partial block may still fit below 64 KiB)
+            pass
+        try:
+            with open(self.path / "filler-tail", "wb") as f:
+                while True:
                     f.write(b"\0" * 4096)
                     f.flush()
-        except OSError:  # ENOSPC: full
+        except OSError:
             pass
-        return self
+
+    def free(self) -> None:
+        for name in ("filler", "filler-tail"):
+            (self.path / name).unlink(missing_ok=True)
 
     def files(self) -> list[str]:
         return sorted(str(p.relative_to(self.path)) for p in self.path.rglob("*") if p.is_file())
