@@ -405,8 +405,9 @@ class FakeServer:
     """/start_profile, /v1/completions (SSE), /stop_profile; on stop it writes the two CPU
     fixtures as this session's rank traces, the first one truncated for a moment."""
 
-    def __init__(self, trace_dir: Path, *, tokens: int | None = None, profiler: bool = True):
+    def __init__(self, trace_dir: Path, *, tokens: int | None = None, profiler: bool = True, batch: int = 1):
         self.trace_dir, self.tokens, self.profiler = trace_dir, tokens, profiler
+        self.batch = batch  # the written traces' decode steps carry this many streams
         self.calls: list[tuple[str, dict]] = []
         self.prefix = None
         outer = self
@@ -456,14 +457,20 @@ class FakeServer:
         for rank, src in enumerate(CPU_FIXTURES):
             p = self.trace_dir / f"{self.prefix}_dp0_pp0_tp{rank}_dcp0_ep0_rank{rank}.{time.time_ns()}.pt.trace.json.gz"
             paths.append(p)
-        data = CPU_FIXTURES[1].read_bytes()
-        paths[0].write_bytes(CPU_FIXTURES[0].read_bytes())
+        first, data = (self.with_batch(src) for src in CPU_FIXTURES)
+        paths[0].write_bytes(first)
         paths[1].write_bytes(data[: len(data) // 3])  # still being written...
 
         def finish():
             time.sleep(1.0)
             paths[1].write_bytes(data)
         threading.Thread(target=finish, daemon=True).start()
+
+    def with_batch(self, src: Path) -> bytes:
+        if self.batch == 1:
+            return src.read_bytes()
+        decode = DECODE.replace("generation_1(1)", f"generation_{self.batch}({self.batch})")
+        return gzip.compress(gzip.decompress(src.read_bytes()).replace(DECODE.encode(), decode.encode()))
 
     def close(self):
         self.httpd.shutdown()
@@ -492,6 +499,40 @@ def test_measure_allreduce_share_flow(tmp_path):
     assert 0 < r["share_min"] <= r["share_max"] < 1
     # the fixtures hold 4 decode steps, not the 5 that 6 tokens make
     assert any("decode steps for 6 tokens" in p for p in r["problems"]) and not r["ok"]
+
+
+@pytest.mark.parametrize("batch", [3, 1])
+def test_measure_concurrent_streams_flow(tmp_path, batch):
+    trace_dir = tmp_path / "traces"
+    srv = FakeServer(trace_dir, batch=batch)
+    try:
+        r = ar.measure_allreduce_share(base_url=srv.url, model="m", trace_dir=trace_dir, prompt="hello",
+                                       max_tokens=6, timeout_s=30, expected_ranks=2, expected_calls=9, concurrency=3)
+    finally:
+        srv.close()
+    paths = [c[0] for c in srv.calls]
+    assert paths == ["/start_profile"] + ["/v1/completions"] * 3 + ["/stop_profile"]
+    bodies = [body for path, body in srv.calls if path == "/v1/completions"]
+    assert len({b["cache_salt"] for b in bodies}) == 3  # no stream shares another's cached prefix
+    assert all(b["temperature"] == 0 and b["ignore_eos"] is True and b["max_tokens"] == 6 for b in bodies)
+    assert r["request"]["completion_tokens"] == [6, 6, 6] and r["concurrency"] == 3
+    assert r["calls_per_step"] == 9 and 0 < r["share_min"] < 1
+    full = [rank["full_batch_steps"] for rank in r["ranks"]]
+    if batch == 3:  # every decode step had the three streams: no step count is required of N streams
+        assert full == [4, 4] and r["ok"], r["problems"]
+    else:  # steps of one stream alone: the streams did not overlap
+        assert full == [0, 0] and not r["ok"]
+        assert any("0 of 4 decode steps had all 3 streams" in p for p in r["problems"])
+
+
+def test_measure_batch_above_concurrency_is_flagged(tmp_path):
+    srv = FakeServer(tmp_path / "t", batch=4)
+    try:
+        r = ar.measure_allreduce_share(base_url=srv.url, model="m", trace_dir=tmp_path / "t", prompt="p",
+                                       max_tokens=6, timeout_s=30, expected_ranks=2, concurrency=2)
+    finally:
+        srv.close()
+    assert any("a decode step of 4 streams, 2 were sent" in p for p in r["problems"]) and not r["ok"]
 
 
 def test_measure_without_profiler_config(tmp_path):
