@@ -405,9 +405,11 @@ class FakeServer:
     """/start_profile, /v1/completions (SSE), /stop_profile; on stop it writes the two CPU
     fixtures as this session's rank traces, the first one truncated for a moment."""
 
-    def __init__(self, trace_dir: Path, *, tokens: int | None = None, profiler: bool = True, batch: int = 1):
+    def __init__(self, trace_dir: Path, *, tokens: int | None = None, profiler: bool = True,
+                 batch: int | None = None):
         self.trace_dir, self.tokens, self.profiler = trace_dir, tokens, profiler
-        self.batch = batch  # the written traces' decode steps carry this many streams
+        self.batch = batch  # streams in the traces' decode steps (None: the completions of the session)
+        self.session_streams = 0
         self.calls: list[tuple[str, dict]] = []
         self.prefix = None
         outer = self
@@ -422,12 +424,13 @@ class FakeServer:
                 if self.path in ("/start_profile", "/stop_profile") and not outer.profiler:
                     return self._send(404, b'{"detail":"Not Found"}')
                 if self.path == "/start_profile":
-                    outer.prefix = body.get("profile_prefix")
+                    outer.prefix, outer.session_streams = body.get("profile_prefix"), 0
                     return self._send(200, b"")
                 if self.path == "/stop_profile":
                     outer.write_traces()
                     return self._send(200, b"")
                 if self.path == "/v1/completions":
+                    outer.session_streams += 1
                     n = outer.tokens if outer.tokens is not None else body["max_tokens"]
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
@@ -467,9 +470,10 @@ class FakeServer:
         threading.Thread(target=finish, daemon=True).start()
 
     def with_batch(self, src: Path) -> bytes:
-        if self.batch == 1:
+        batch = self.batch or self.session_streams
+        if batch == 1:
             return src.read_bytes()
-        decode = DECODE.replace("generation_1(1)", f"generation_{self.batch}({self.batch})")
+        decode = DECODE.replace("generation_1(1)", f"generation_{batch}({batch})")
         return gzip.compress(gzip.decompress(src.read_bytes()).replace(DECODE.encode(), decode.encode()))
 
     def close(self):
@@ -533,6 +537,40 @@ def test_measure_batch_above_concurrency_is_flagged(tmp_path):
     finally:
         srv.close()
     assert any("a decode step of 4 streams, 2 were sent" in p for p in r["problems"]) and not r["ok"]
+
+
+def test_probe_profiles_each_point_the_engine_can_hold(tmp_path):
+    from types import SimpleNamespace
+
+    from runners.contract import ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, JobSpec
+    from runners.probes.builtin import AllreduceProbe
+    from runners.probes.registry import ProbeContext
+
+    spec = JobSpec.from_dict({"model": "m", "prompt": "hello", "max_tokens": 8, "repeats": 1, "tensor_parallel_size": 2,
+                              "workloads": [{"max_tokens": 8}, {"concurrency": 3, "max_tokens": 32},
+                                            {"concurrency": 2, "prompt_tokens": 4000, "max_tokens": 8}]})
+    srv = FakeServer(tmp_path / "work" / "traces")
+    try:
+        ctx = ProbeContext(spec=spec, work_dir=tmp_path / "work", engine_args=["--max-model-len", "1024"],
+                           engine_env={}, model_config={"num_hidden_layers": 4}, timeout_s=30,
+                           engine=SimpleNamespace(base_url=srv.url), served_model="m")
+        out = AllreduceProbe().run(ctx)
+    finally:
+        srv.close()
+    completions = [body for path, body in srv.calls if path == "/v1/completions"]
+    # the first point as it always was (one request, no cache_salt), then c3 in a 16-token window;
+    # c2-p4000 exceeds --max-model-len 1024 and is never sent
+    assert [(b["max_tokens"], "cache_salt" in b) for b in completions] == [(8, False)] + [(16, True)] * 3
+    assert out.raw["calls_per_step"] == 9 and "concurrency" not in out.raw
+    assert [(m.point, m.metric) for m in out.measurements] == [
+        ("c3-p0-m32", ALLREDUCE_SHARE), ("c3-p0-m32", ALLREDUCE_CALLS_PER_STEP), ("c3-p0-m32", ALLREDUCE_US_PER_CALL)]
+    share = out.measurements[0]
+    assert 0 < share.value < 1 and share.details["concurrency"] == 3
+    assert out.measurements[1].value == 9
+    names = [a.name for a in out.artifacts]
+    assert [n for n in names if n.endswith(".json")] == ["allreduce.json", "allreduce-c3-p0-m32.json"]
+    traces = [n for n in names if n.endswith(".pt.trace.json.gz")]  # the first point's only
+    assert len(traces) == 2 and all(n.startswith(out.raw["profile_prefix"]) for n in traces)
 
 
 def test_measure_without_profiler_config(tmp_path):
