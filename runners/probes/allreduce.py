@@ -25,11 +25,18 @@ the 2-core CPU host for 64 tokens, ~0.9 MB gzipped per rank), then wait until
 every rank's trace file is complete (gzip + JSON parse; torch writes the .gz in place, not
 atomically) and parse each one with `parse_trace`.
 
+At a workload point (`concurrency=N`, `prompt_tokens=P`): the prompt is cut to exactly P tokens
+with the server's tokenizer before the profiler starts, then N streams are released together
+(runners.probes.streams.run_round) inside the one session, each with its own `cache_salt` so no
+stream reads another's cached prefix. The share is over all the session's decode steps; each
+rank's `full_batch_steps` counts those with all N streams decoding (see `_check_session`).
+
 Trace parsing lives in runners/probes/trace.py (`parse_trace`, one rank's file).
 
 `measure_allreduce_share` returns `aggregate(...)`: ok, problems, ranks [per rank],
 share_min, share_max, calls_per_step, expected_calls_per_step, us_per_call_min,
-step_ms_median; plus request, trace_dir, trace_files, profile_prefix, stop_profile_s.
+step_ms_median; plus request, trace_dir, trace_files, profile_prefix, stop_profile_s (and
+concurrency, prompt_tokens at a workload point other than one request of the given prompt).
 """
 from __future__ import annotations
 

@@ -621,7 +621,18 @@ def test_real_cpu_engine_tp2(tiny_model_dir, tmp_path):
         r = ar.measure_allreduce_share(base_url=engine.base_url, model=spec.served_model_name,
                                        trace_dir=trace_dir, prompt="The quick brown fox", max_tokens=32,
                                        timeout_s=300, expected_ranks=2, expected_calls=expected)
+        # two workload points in the same engine start: c1 and c4 with a 32-token prompt
+        points = {n: ar.measure_allreduce_share(base_url=engine.base_url, model=spec.served_model_name,
+                                                trace_dir=trace_dir, prompt="The quick brown fox", max_tokens=8,
+                                                timeout_s=300, expected_ranks=2, expected_calls=expected,
+                                                concurrency=n, prompt_tokens=32) for n in (1, 4)}
         engine.check_alive()
+    for n, point in points.items():
+        print(n, json.dumps({k: v for k, v in point.items() if k != "ranks"}))
+        assert point["ok"], (n, point["problems"])
+        assert point["calls_per_step"] == expected and 0 < point["share_min"] <= point["share_max"] < 1
+    assert points[4]["request"]["completion_tokens"] == [8] * 4 and points[4]["request"]["prompt_tokens"] == [32] * 4
+    assert all(rank["full_batch_steps"] >= 4 for rank in points[4]["ranks"])  # 7 decode steps at most
     summary = {k: v for k, v in r.items() if k != "ranks"}
     print(json.dumps(summary, indent=1))
     for rank in r["ranks"]:
