@@ -7,6 +7,11 @@
   var canvas = document.getElementById("point-share-chart"), el = document.getElementById("point-share-data");
   if (!canvas || !el) return;
   var data = JSON.parse(el.textContent), theme = window.benchTheme;
+  var xs = [];
+  data.lines.forEach(function (line) {
+    line.points.forEach(function (p) { if (xs.indexOf(p.x) < 0) xs.push(p.x); });
+  });
+  xs.sort(function (a, b) { return a - b; });
   new Chart(canvas, {
     type: "line",
     data: {
@@ -18,8 +23,10 @@
     options: {
       maintainAspectRatio: false,
       scales: {
+        // log scale (concurrency doubles from point to point), a tick at each measured concurrency
         x: { type: "logarithmic", title: { display: true, text: data.x_label },
-             ticks: { callback: function (v) { return Number.isInteger(Math.log2(v)) ? v : ""; } } },
+             afterBuildTicks: function (axis) { axis.ticks = xs.map(function (v) { return { value: v }; }); },
+             ticks: { callback: function (v) { return String(v); } } },
         y: { beginAtZero: true, title: { display: true, text: data.y_label },
              ticks: { callback: function (v) { return v + data.unit; } } },
       },
