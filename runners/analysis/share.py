@@ -21,27 +21,10 @@ DISAGREEMENT = 0.10
 
 def share_measurements(*, decode_tok_s: float, profile: dict | None, comm: dict | None) -> list[dict]:
     """Measurements from the profiler result (allreduce probe) and the comm probe point."""
-    out = []
     step_ms = 1000.0 / decode_tok_s
     calls = profile.get("calls_per_step") if profile else None
     profiler_share = profile.get("share_min") if profile else None
-    if profile:
-        details = {"method": "profiler", "share_max": profile.get("share_max"),
-                   "per_rank": [{k: r.get(k) for k in ("rank", "allreduce_share", "allreduce_us_per_call",
-                                                       "allreduce_calls_per_step", "step_ms_median", "source")}
-                                for r in profile.get("ranks", [])],
-                   "problems": profile.get("problems", []),
-                   "note": "lowest rank: the others include waiting for the slower rank"}
-        if profiler_share is not None:
-            out.append(measurement(contract.ALLREDUCE_SHARE, profiler_share, details=details))
-        if calls is not None:
-            out.append(measurement(contract.ALLREDUCE_CALLS_PER_STEP, calls,
-                                   details={"expected": profile.get("expected_calls_per_step")}))
-        if profile.get("us_per_call_min") is not None:
-            out.append(measurement(contract.ALLREDUCE_US_PER_CALL, profile["us_per_call_min"], details={"method": "profiler"}))
-        if profile.get("launch_gap_ms") is not None:
-            out.append(measurement(contract.LAUNCH_GAP_MS, profile["launch_gap_ms"],
-                                   details={"method": "profiler: decode step's kernel span minus its busy kernel time"}))
+    out = profiler_measurements(profile)
     if comm and "error" in comm:
         comm = None
     analytic = None
@@ -92,3 +75,30 @@ def with_headline_ceiling(measurements: list[dict]) -> list[dict]:
         return measurements
     return [measurement(contract.CEILING_TOK_S, ceiling["tok_s"], details=ceiling)
             if m["metric"] == contract.CEILING_TOK_S else m for m in measurements]
+
+
+def profiler_measurements(profile: dict | None) -> list[dict]:
+    """The profiler's own figures (share, calls per step, us per call, launch gap) of one
+    allreduce session; [] without a profile."""
+    out: list[dict] = []
+    if not profile:
+        return out
+    calls, profiler_share = profile.get("calls_per_step"), profile.get("share_min")
+    details = {"method": "profiler", "share_max": profile.get("share_max"),
+               "per_rank": [{k: r.get(k) for k in ("rank", "allreduce_share", "allreduce_us_per_call",
+                                                   "allreduce_calls_per_step", "step_ms_median", "source")}
+                            for r in profile.get("ranks", [])],
+               "problems": profile.get("problems", []),
+               "note": "lowest rank: the others include waiting for the slower rank",
+               **{k: profile[k] for k in ("concurrency", "prompt_tokens") if k in profile}}  # a point's session
+    if profiler_share is not None:
+        out.append(measurement(contract.ALLREDUCE_SHARE, profiler_share, details=details))
+    if calls is not None:
+        out.append(measurement(contract.ALLREDUCE_CALLS_PER_STEP, calls,
+                               details={"expected": profile.get("expected_calls_per_step")}))
+    if profile.get("us_per_call_min") is not None:
+        out.append(measurement(contract.ALLREDUCE_US_PER_CALL, profile["us_per_call_min"], details={"method": "profiler"}))
+    if profile.get("launch_gap_ms") is not None:
+        out.append(measurement(contract.LAUNCH_GAP_MS, profile["launch_gap_ms"],
+                               details={"method": "profiler: decode step's kernel span minus its busy kernel time"}))
+    return out

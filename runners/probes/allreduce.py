@@ -25,11 +25,18 @@ the 2-core CPU host for 64 tokens, ~0.9 MB gzipped per rank), then wait until
 every rank's trace file is complete (gzip + JSON parse; torch writes the .gz in place, not
 atomically) and parse each one with `parse_trace`.
 
+At a workload point (`concurrency=N`, `prompt_tokens=P`): the prompt is cut to exactly P tokens
+with the server's tokenizer before the profiler starts, then N streams are released together
+(runners.probes.streams.run_round) inside the one session, each with its own `cache_salt` so no
+stream reads another's cached prefix. The share is over all the session's decode steps; each
+rank's `full_batch_steps` counts those with all N streams decoding (see `_check_session`).
+
 Trace parsing lives in runners/probes/trace.py (`parse_trace`, one rank's file).
 
 `measure_allreduce_share` returns `aggregate(...)`: ok, problems, ranks [per rank],
 share_min, share_max, calls_per_step, expected_calls_per_step, us_per_call_min,
-step_ms_median; plus request, trace_dir, trace_files, profile_prefix, stop_profile_s.
+step_ms_median; plus request, trace_dir, trace_files, profile_prefix, stop_profile_s (and
+concurrency, prompt_tokens at a workload point other than one request of the given prompt).
 """
 from __future__ import annotations
 
@@ -37,12 +44,16 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
 from runners.analysis import stats
 from runners.probes.client import CompletionClient, ProbeError
-from runners.probes.trace import TraceError, parse_trace
+from runners.probes.decode import _request_body
+from runners.probes.prompts import exact_prompt
+from runners.probes.streams import _http_client, check_point, run_round
+from runners.probes.trace import STEP_RE, TraceError, parse_trace
 
 TRACE_GLOB_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 TRACE_SETTLE_S = 2.0  # without an expected rank count: traces done when the set stays this long
@@ -200,14 +211,16 @@ def _wait_for_traces(trace_dir: Path, before: set[Path], prefix: str, deadline: 
         time.sleep(0.5)
 
 
-def _profiled_request(api: CompletionClient, prefix: str, deadline: float, **request) -> tuple[dict, float]:
-    """start_profile, the request, stop_profile (also when the request fails); (request, stop seconds)."""
+def _profiled_request(api: CompletionClient, prefix: str, deadline: float,
+                      send: Callable[[float], dict]) -> tuple[dict, float]:
+    """start_profile, SEND(timeout_s) (the requests), stop_profile (also when they fail);
+    (SEND's result, stop seconds)."""
     def left(at_least: float) -> float:
         return max(at_least, deadline - time.monotonic())
 
     _post_profile(api, "start_profile", left(1.0), {"profile_prefix": prefix})
     try:
-        result = _stream_completion(api, timeout_s=left(1.0), **request)
+        result = send(left(1.0))
     except BaseException:
         try:  # never leave the profiler running; the request's error is the one to raise
             _post_profile(api, "stop_profile", left(5.0))
@@ -219,29 +232,54 @@ def _profiled_request(api: CompletionClient, prefix: str, deadline: float, **req
     return result, time.monotonic() - t_stop
 
 
+def _concurrent_streams(api: CompletionClient, model: str, prompt: str, max_tokens: int, concurrency: int,
+                        timeout_s: float) -> dict:
+    """CONCURRENCY greedy streams of exactly MAX_TOKENS released together (streams.run_round),
+    each with its own cache_salt: no stream reads another's cached prefix."""
+    body = _request_body(model, prompt, max_tokens, fresh_prefix=True)
+    t0 = time.perf_counter()
+    records = run_round(api, body, concurrency, timeout_s)
+    return {"concurrency": concurrency, "completion_tokens": [r["n_tokens"] for r in records],
+            "prompt_tokens": [r["prompt_tokens"] for r in records], "seconds": round(time.perf_counter() - t0, 4)}
+
+
 def measure_allreduce_share(*, base_url: str, model: str, trace_dir: Path, prompt: str, max_tokens: int = 64,
                             timeout_s: float = 300, client: httpx.Client | None = None,
-                            expected_ranks: int | None = None, expected_calls: int | None = None) -> dict:
-    """Profile one greedy streamed request of MAX_TOKENS and return the allreduce share.
+                            expected_ranks: int | None = None, expected_calls: int | None = None,
+                            concurrency: int = 1, prompt_tokens: int | None = None) -> dict:
+    """Profile greedy streamed requests of MAX_TOKENS and return the allreduce share.
 
+    One request of PROMPT by default. With CONCURRENCY > 1 or PROMPT_TOKENS: CONCURRENCY
+    streams at once under one profiler session, PROMPT cut to exactly PROMPT_TOKENS tokens by
+    the server's tokenizer (runners.probes.prompts), each stream with its own cache_salt.
     TRACE_DIR must be the directory given to `profiler_engine_args` for this server (same
     machine). Returns `aggregate(...)` plus `request`, `trace_files`, `profile_prefix`,
-    `stop_profile_s`. Raises ProbeError when the server does not answer properly or the
-    traces never appear; implausible figures go to `problems` instead.
+    `stop_profile_s`, `concurrency`, `prompt_tokens`. Raises ProbeError when the server does
+    not answer properly or the traces never appear; implausible figures go to `problems`.
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 2:
         raise ValueError(f"max_tokens must be an integer >= 2, got {max_tokens!r}")
+    check_point(concurrency=concurrency, prompt_tokens=prompt_tokens, max_tokens=max_tokens, repeats=1, warmup=0)
     trace_dir = Path(trace_dir).expanduser().resolve()
     deadline = time.monotonic() + timeout_s
     prefix = "ar" + time.strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:8]
     before = _trace_files(trace_dir)
-    with CompletionClient(base_url, timeout_s=timeout_s, connect_s=10.0, client=client) as api:
-        request, stop_s = _profiled_request(api, prefix, deadline, model=model, prompt=prompt,
-                                            max_tokens=max_tokens)
+    single = concurrency == 1 and prompt_tokens is None
+    http = client if client is not None or single else _http_client(concurrency, timeout_s)
+    try:
+        with CompletionClient(base_url, timeout_s=timeout_s, connect_s=10.0, client=http) as api:
+            if prompt_tokens is not None:  # built before the profiler starts: /tokenize is not profiled
+                prompt = exact_prompt(api, model, prompt_tokens, max_tokens, seed=prompt)["prompt"]
+            send = (lambda timeout: _stream_completion(api, model, prompt, max_tokens, timeout)) if single else \
+                (lambda timeout: _concurrent_streams(api, model, prompt, max_tokens, concurrency, timeout))
+            request, stop_s = _profiled_request(api, prefix, deadline, send)
+    finally:
+        if http is not client:
+            http.close()
     parsed = _wait_for_traces(trace_dir, before, prefix, deadline, expected_ranks)
     ranks = sorted(parsed.values(), key=lambda r: (r["rank"] is None, r["rank"], r["file"]))
     out = aggregate(ranks, expected_calls=expected_calls)
-    _check_session(out, ranks, max_tokens, expected_ranks)
+    _check_session(out, ranks, max_tokens, expected_ranks, concurrency)
     out.update({
         "request": request,
         "trace_dir": str(trace_dir),
@@ -249,17 +287,52 @@ def measure_allreduce_share(*, base_url: str, model: str, trace_dir: Path, promp
         "profile_prefix": prefix,
         "stop_profile_s": round(stop_s, 3),
     })
+    if not single:
+        out.update(concurrency=concurrency, prompt_tokens=prompt_tokens)
     return out
 
 
-def _check_session(out: dict, ranks: list[dict], max_tokens: int, expected_ranks: int | None) -> None:
-    """Every rank traced, and one decode step per token after the first (one request alone)."""
+def batch_sizes(step_names: dict) -> dict[int, int]:
+    """{streams decoding in a step: number of such decode steps}, from a rank's `step_names`."""
+    sizes: dict[int, int] = {}
+    for name, count in (step_names or {}).items():
+        m = STEP_RE.match(name)
+        if m:
+            sizes[int(m.group("gen"))] = sizes.get(int(m.group("gen")), 0) + count
+    return sizes
+
+
+def _check_session(out: dict, ranks: list[dict], max_tokens: int, expected_ranks: int | None,
+                   concurrency: int = 1) -> None:
+    """Every rank traced, and the decode steps the requests account for.
+
+    One request: one decode step per token after the first. N streams: vLLM may admit them in
+    more than one prefill step and they then finish at different steps, so the count of decode
+    steps is not fixed; what is checked is that no step decodes more than N streams (no other
+    request ran) and that steps with all N streams decoding are at least half of the decode
+    steps (the share is then mostly the batch of N, not of fewer). The share itself is over all
+    of the session's decode steps; `full_batch_steps` gives how many had all N.
+    """
     if expected_ranks and len(ranks) != expected_ranks:
         out["problems"].append(f"{len(ranks)} rank trace(s), expected {expected_ranks}")
         out["ok"] = False
-    for r in ranks:  # one request: the prefill step makes token 1, each decode step one more
-        if r["decode_steps"] and r["decode_steps"] != max_tokens - 1:
+    for r in ranks:
+        if concurrency == 1:  # the prefill step makes token 1, each decode step one more
+            if r["decode_steps"] and r["decode_steps"] != max_tokens - 1:
+                out["problems"].append(
+                    f"rank {r['rank']}: {r['decode_steps']} decode steps for {max_tokens} tokens, expected "
+                    f"{max_tokens - 1} (another request running, speculative decoding, or steps not recorded)")
+                out["ok"] = False
+            continue
+        sizes = batch_sizes(r.get("step_names"))
+        r["full_batch_steps"] = full = sizes.get(concurrency, 0)
+        if max(sizes, default=0) > concurrency:
+            out["problems"].append(f"rank {r['rank']}: a decode step of {max(sizes)} streams, {concurrency} were "
+                                   "sent (another request running)")
+            out["ok"] = False
+        elif r["decode_steps"] and 2 * full < r["decode_steps"]:
             out["problems"].append(
-                f"rank {r['rank']}: {r['decode_steps']} decode steps for {max_tokens} tokens, expected "
-                f"{max_tokens - 1} (another request running, speculative decoding, or steps not recorded)")
+                f"rank {r['rank']}: {full} of {r['decode_steps']} decode steps had all {concurrency} streams "
+                "decoding (the streams hardly overlapped: the share is not that of a batch of "
+                f"{concurrency})")
             out["ok"] = False

@@ -141,9 +141,14 @@ class CorrectnessProbe(ProbeBase):
 
 
 class AllreduceProbe(ProbeBase):
-    """The profiler's allreduce share of each decode step (tensor parallelism only); its
-    measurements come with the share probe, which also has the decode and comm figures."""
+    """The profiler's allreduce share of each decode step (tensor parallelism only), at each
+    workload point the engine can hold: the point's streams at once under one profiler session.
+    The first point's document is allreduce.json, and its measurements come with the share
+    probe (which also has the decode and comm figures); every other point's share, calls per
+    step and us per call are measurements of that point here, from a short window
+    (POINT_WINDOW_TOKENS) so the extra sessions cost little."""
     name, stage, phase = "allreduce", "engine", "profiling allreduce"
+    FIRST_WINDOW_TOKENS, POINT_WINDOW_TOKENS = 64, 16
 
     def applies(self, spec: JobSpec) -> bool:
         return _tensor_parallel(spec)
@@ -152,14 +157,35 @@ class AllreduceProbe(ProbeBase):
         return profiler_engine_args(Path(work_dir) / "traces")
 
     def run(self, ctx: ProbeContext) -> ProbeOutput:
-        tp, config = int(ctx.spec.tensor_parallel_size), ctx.model_config
-        profile = secondary(lambda: measure_allreduce_share(
+        several = len(ctx.spec.workloads) > 1
+        kv_tokens = workloads.kv_capacity_tokens(_engine_log(ctx)) if several else None
+        out, first = ProbeOutput(), ctx.spec.default_point
+        for point in ctx.spec.workloads:
+            if several and workloads.skip_reason(point, args=ctx.engine_args, kv_tokens=kv_tokens):
+                continue  # the decode probe's note says why
+            profile = self.profile_point(ctx, point, first=point == first)
+            if point == first:
+                out.raw = profile
+            else:
+                out.measurements += [replace(m, point=point.id)
+                                     for m in _typed(comm_share.profiler_measurements(profile))]
+            out.artifacts.append(_json_artifact("allreduce.json" if point == first else f"allreduce-{point.id}.json",
+                                                profile))
+            if point == first:  # tens to hundreds of MB a rank: the other points keep their figures only
+                out.artifacts += map(ArtifactRef.from_dict, profiler_traces(profile))
+        return out
+
+    def profile_point(self, ctx: ProbeContext, point: WorkloadPoint, *, first: bool) -> dict:
+        """One profiler session of POINT; the first point's window is the one it always had."""
+        tp, config, spec = int(ctx.spec.tensor_parallel_size), ctx.model_config, ctx.spec
+        window = min(self.FIRST_WINDOW_TOKENS, int(spec.max_tokens)) if first else \
+            min(self.POINT_WINDOW_TOKENS, point.max_tokens)
+        return secondary(lambda: measure_allreduce_share(
             base_url=ctx.base_url, model=ctx.served_model, trace_dir=Path(ctx.work_dir) / "traces",
-            prompt=ctx.spec.prompt, max_tokens=min(64, int(ctx.spec.max_tokens)), expected_ranks=tp,
+            prompt=spec.prompt, max_tokens=window, expected_ranks=tp,
             expected_calls=expected_allreduce_calls(config, tensor_parallel_size=tp) if config else None,
+            concurrency=point.concurrency, prompt_tokens=point.prompt_tokens,
         ))
-        artifacts = [_json_artifact("allreduce.json", profile), *map(ArtifactRef.from_dict, profiler_traces(profile))]
-        return ProbeOutput(artifacts=artifacts, raw=profile)
 
 
 class CommProbe(ProbeBase):

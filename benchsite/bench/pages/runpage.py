@@ -98,7 +98,31 @@ def run_points(*, run: Run) -> dict | None:
     return {"headings": [heading for heading, _, _ in POINT_COLUMNS] + ["floor of the step"],
             "rows": [{"point": point, "cells": [metric_text(unit, figures.get(metric)) for _, metric, unit in POINT_COLUMNS]
                       + [_floor_text(shapes.get(point), figures.get(DECODE_TOK_S), inputs)]}
-                     for point, figures in values.items()]}
+                     for point, figures in values.items()],
+            "share_chart": share_by_concurrency(shapes, {p: f[ALLREDUCE_SHARE] for p, f in values.items()
+                                                         if f.get(ALLREDUCE_SHARE) is not None})}
+
+
+def share_by_concurrency(shapes: dict, shares: dict[str, float]) -> dict | None:
+    """The "allreduce share vs concurrency" chart's data: one line per prompt length (and request
+    rate), its points by concurrency, the share in %; None unless 2+ points have a share."""
+    lines: dict[tuple, list[dict]] = {}
+    for point_id, share in shares.items():
+        point = shapes.get(point_id)
+        if point is None:  # a point the benchmark no longer lists: its shape is unknown
+            continue
+        lines.setdefault((point.prompt_tokens or 0, point.request_rate or 0.0), []).append(
+            {"x": point.concurrency, "y": round(100.0 * share, 2), "point": point_id})
+    if sum(len(line) for line in lines.values()) < 2:
+        return None
+    return {"unit": "%", "x_label": "concurrency (streams at once)", "y_label": "allreduce share of a decode step (%)",
+            "lines": [{"label": _line_label(prompt, rate), "points": sorted(line, key=lambda d: (d["x"], d["point"]))}
+                      for (prompt, rate), line in sorted(lines.items())]}
+
+
+def _line_label(prompt_tokens: int, request_rate: float) -> str:
+    label = f"{prompt_tokens}-token prompt" if prompt_tokens else "the benchmark's prompt"
+    return label + (f", {request_rate:g} requests/s" if request_rate else "")
 
 
 def _floor_text(point, tok_s: float | None, inputs: dict) -> str:

@@ -405,8 +405,11 @@ class FakeServer:
     """/start_profile, /v1/completions (SSE), /stop_profile; on stop it writes the two CPU
     fixtures as this session's rank traces, the first one truncated for a moment."""
 
-    def __init__(self, trace_dir: Path, *, tokens: int | None = None, profiler: bool = True):
+    def __init__(self, trace_dir: Path, *, tokens: int | None = None, profiler: bool = True,
+                 batch: int | None = None):
         self.trace_dir, self.tokens, self.profiler = trace_dir, tokens, profiler
+        self.batch = batch  # streams in the traces' decode steps (None: the completions of the session)
+        self.session_streams = 0
         self.calls: list[tuple[str, dict]] = []
         self.prefix = None
         outer = self
@@ -421,12 +424,13 @@ class FakeServer:
                 if self.path in ("/start_profile", "/stop_profile") and not outer.profiler:
                     return self._send(404, b'{"detail":"Not Found"}')
                 if self.path == "/start_profile":
-                    outer.prefix = body.get("profile_prefix")
+                    outer.prefix, outer.session_streams = body.get("profile_prefix"), 0
                     return self._send(200, b"")
                 if self.path == "/stop_profile":
                     outer.write_traces()
                     return self._send(200, b"")
                 if self.path == "/v1/completions":
+                    outer.session_streams += 1
                     n = outer.tokens if outer.tokens is not None else body["max_tokens"]
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
@@ -456,14 +460,21 @@ class FakeServer:
         for rank, src in enumerate(CPU_FIXTURES):
             p = self.trace_dir / f"{self.prefix}_dp0_pp0_tp{rank}_dcp0_ep0_rank{rank}.{time.time_ns()}.pt.trace.json.gz"
             paths.append(p)
-        data = CPU_FIXTURES[1].read_bytes()
-        paths[0].write_bytes(CPU_FIXTURES[0].read_bytes())
+        first, data = (self.with_batch(src) for src in CPU_FIXTURES)
+        paths[0].write_bytes(first)
         paths[1].write_bytes(data[: len(data) // 3])  # still being written...
 
         def finish():
             time.sleep(1.0)
             paths[1].write_bytes(data)
         threading.Thread(target=finish, daemon=True).start()
+
+    def with_batch(self, src: Path) -> bytes:
+        batch = self.batch or self.session_streams
+        if batch == 1:
+            return src.read_bytes()
+        decode = DECODE.replace("generation_1(1)", f"generation_{batch}({batch})")
+        return gzip.compress(gzip.decompress(src.read_bytes()).replace(DECODE.encode(), decode.encode()))
 
     def close(self):
         self.httpd.shutdown()
@@ -492,6 +503,74 @@ def test_measure_allreduce_share_flow(tmp_path):
     assert 0 < r["share_min"] <= r["share_max"] < 1
     # the fixtures hold 4 decode steps, not the 5 that 6 tokens make
     assert any("decode steps for 6 tokens" in p for p in r["problems"]) and not r["ok"]
+
+
+@pytest.mark.parametrize("batch", [3, 1])
+def test_measure_concurrent_streams_flow(tmp_path, batch):
+    trace_dir = tmp_path / "traces"
+    srv = FakeServer(trace_dir, batch=batch)
+    try:
+        r = ar.measure_allreduce_share(base_url=srv.url, model="m", trace_dir=trace_dir, prompt="hello",
+                                       max_tokens=6, timeout_s=30, expected_ranks=2, expected_calls=9, concurrency=3)
+    finally:
+        srv.close()
+    paths = [c[0] for c in srv.calls]
+    assert paths == ["/start_profile"] + ["/v1/completions"] * 3 + ["/stop_profile"]
+    bodies = [body for path, body in srv.calls if path == "/v1/completions"]
+    assert len({b["cache_salt"] for b in bodies}) == 3  # no stream shares another's cached prefix
+    assert all(b["temperature"] == 0 and b["ignore_eos"] is True and b["max_tokens"] == 6 for b in bodies)
+    assert r["request"]["completion_tokens"] == [6, 6, 6] and r["concurrency"] == 3
+    assert r["calls_per_step"] == 9 and 0 < r["share_min"] < 1
+    full = [rank["full_batch_steps"] for rank in r["ranks"]]
+    if batch == 3:  # every decode step had the three streams: no step count is required of N streams
+        assert full == [4, 4] and r["ok"], r["problems"]
+    else:  # steps of one stream alone: the streams did not overlap
+        assert full == [0, 0] and not r["ok"]
+        assert any("0 of 4 decode steps had all 3 streams" in p for p in r["problems"])
+
+
+def test_measure_batch_above_concurrency_is_flagged(tmp_path):
+    srv = FakeServer(tmp_path / "t", batch=4)
+    try:
+        r = ar.measure_allreduce_share(base_url=srv.url, model="m", trace_dir=tmp_path / "t", prompt="p",
+                                       max_tokens=6, timeout_s=30, expected_ranks=2, concurrency=2)
+    finally:
+        srv.close()
+    assert any("a decode step of 4 streams, 2 were sent" in p for p in r["problems"]) and not r["ok"]
+
+
+def test_probe_profiles_each_point_the_engine_can_hold(tmp_path):
+    from types import SimpleNamespace
+
+    from runners.contract import ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, JobSpec
+    from runners.probes.builtin import AllreduceProbe
+    from runners.probes.registry import ProbeContext
+
+    spec = JobSpec.from_dict({"model": "m", "prompt": "hello", "max_tokens": 8, "repeats": 1, "tensor_parallel_size": 2,
+                              "workloads": [{"max_tokens": 8}, {"concurrency": 3, "max_tokens": 32},
+                                            {"concurrency": 2, "prompt_tokens": 4000, "max_tokens": 8}]})
+    srv = FakeServer(tmp_path / "work" / "traces")
+    try:
+        ctx = ProbeContext(spec=spec, work_dir=tmp_path / "work", engine_args=["--max-model-len", "1024"],
+                           engine_env={}, model_config={"num_hidden_layers": 4}, timeout_s=30,
+                           engine=SimpleNamespace(base_url=srv.url), served_model="m")
+        out = AllreduceProbe().run(ctx)
+    finally:
+        srv.close()
+    completions = [body for path, body in srv.calls if path == "/v1/completions"]
+    # the first point as it always was (one request, no cache_salt), then c3 in a 16-token window;
+    # c2-p4000 exceeds --max-model-len 1024 and is never sent
+    assert [(b["max_tokens"], "cache_salt" in b) for b in completions] == [(8, False)] + [(16, True)] * 3
+    assert out.raw["calls_per_step"] == 9 and "concurrency" not in out.raw
+    assert [(m.point, m.metric) for m in out.measurements] == [
+        ("c3-p0-m32", ALLREDUCE_SHARE), ("c3-p0-m32", ALLREDUCE_CALLS_PER_STEP), ("c3-p0-m32", ALLREDUCE_US_PER_CALL)]
+    share = out.measurements[0]
+    assert 0 < share.value < 1 and share.details["concurrency"] == 3
+    assert out.measurements[1].value == 9
+    names = [a.name for a in out.artifacts]
+    assert [n for n in names if n.endswith(".json")] == ["allreduce.json", "allreduce-c3-p0-m32.json"]
+    traces = [n for n in names if n.endswith(".pt.trace.json.gz")]  # the first point's only
+    assert len(traces) == 2 and all(n.startswith(out.raw["profile_prefix"]) for n in traces)
 
 
 def test_measure_without_profiler_config(tmp_path):
@@ -542,7 +621,18 @@ def test_real_cpu_engine_tp2(tiny_model_dir, tmp_path):
         r = ar.measure_allreduce_share(base_url=engine.base_url, model=spec.served_model_name,
                                        trace_dir=trace_dir, prompt="The quick brown fox", max_tokens=32,
                                        timeout_s=300, expected_ranks=2, expected_calls=expected)
+        # two workload points in the same engine start: c1 and c4 with a 32-token prompt
+        points = {n: ar.measure_allreduce_share(base_url=engine.base_url, model=spec.served_model_name,
+                                                trace_dir=trace_dir, prompt="The quick brown fox", max_tokens=8,
+                                                timeout_s=300, expected_ranks=2, expected_calls=expected,
+                                                concurrency=n, prompt_tokens=32) for n in (1, 4)}
         engine.check_alive()
+    for n, point in points.items():
+        print(n, json.dumps({k: v for k, v in point.items() if k != "ranks"}))
+        assert point["ok"], (n, point["problems"])
+        assert point["calls_per_step"] == expected and 0 < point["share_min"] <= point["share_max"] < 1
+    assert points[4]["request"]["completion_tokens"] == [8] * 4 and points[4]["request"]["prompt_tokens"] == [32] * 4
+    assert all(rank["full_batch_steps"] >= 4 for rank in points[4]["ranks"])  # 7 decode steps at most
     summary = {k: v for k, v in r.items() if k != "ranks"}
     print(json.dumps(summary, indent=1))
     for rank in r["ranks"]:

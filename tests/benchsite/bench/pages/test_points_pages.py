@@ -106,3 +106,36 @@ def test_the_waterfall_takes_a_point(client, run):
     assert "50.1 tok/s" in first.split('id="waterfall-story"')[1][:300]
     bad = client.get(f"/b/{run.benchmark.slug}/waterfall/?point=c9-p9-m9")
     assert bad.status_code == 400 and "unknown point &#x27;c9-p9-m9&#x27;" in bad.content.decode()
+
+
+def _share_chart(page: str):
+    import json
+    start = page.index('<script id="point-share-data" type="application/json">') + len(
+        '<script id="point-share-data" type="application/json">')
+    return json.loads(page[start:page.index("</script>", start)])
+
+
+def test_the_run_page_charts_the_allreduce_share_against_concurrency(client, ladder_benchmark, sent):
+    ladder_benchmark.workloads = [{"max_tokens": 256}, {"concurrency": 4, "max_tokens": 256},
+                                  {"concurrency": 4, "prompt_tokens": 256, "max_tokens": 256},
+                                  {"concurrency": 1, "prompt_tokens": 256, "max_tokens": 256}, {"concurrency": 8, "max_tokens": 256}]
+    ladder_benchmark.save()
+    [run] = runs_trigger(benchmark=ladder_benchmark, trigger=Run.Trigger.API, variants=[ladder_benchmark.variants.first()])
+    claim.run_claim(run_id=run.id, task_id="t", worker_host="gpu-1")
+    figures = [_figure("decode_tok_s", 50.0, "c1-p0-m256"), _figure("allreduce_share", 0.0848),  # the first point's
+               _figure("allreduce_share", 0.1234, "c4-p0-m256"), _figure("allreduce_share", 0.2, "c4-p256-m256"),
+               _figure("allreduce_share", 0.15, "c1-p256-m256"), _figure("decode_tok_s", 20.0, "c8-p0-m256")]
+    assert complete.run_complete(run_id=run.id, task_id="t", result={"measurements": figures})
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="point-share-chart"' in page and "bench/pointshare.js" in page and "chart.umd.min.js" in page
+    chart = _share_chart(page)
+    assert chart["unit"] == "%" and "concurrency" in chart["x_label"]
+    assert [(line["label"], [(p["x"], p["y"], p["point"]) for p in line["points"]]) for line in chart["lines"]] == [
+        ("the benchmark's prompt", [(1, 8.48, "c1-p0-m256"), (4, 12.34, "c4-p0-m256")]),  # c8 has no share
+        ("256-token prompt", [(1, 15.0, "c1-p256-m256"), (4, 20.0, "c4-p256-m256")])]
+    assert "12.3%" in _table(page)  # the table is the chart's fallback, numbers with units
+
+
+def test_one_share_draws_no_chart(client, run):
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert 'id="run-points"' in page and 'id="point-share-chart"' not in page and "pointshare.js" not in page
