@@ -326,25 +326,22 @@ class Faults:
                 "survived": ok and ended is not None,  # the killed runs ended (failed with the reason or re-run)
                 "details": {"runs_killed": killed, **probe}}
 
-    def redis_restart(self) -> dict:
+    def _outage(self, cut, restore, seconds: float) -> dict:
+        """CUT a part, wait SECONDS, RESTORE it, then time until a probe run succeeds."""
         injected = self.clock.now()
-        self.running.redis.kill()
-        time.sleep(3)
-        self.running.redis.start()
+        cut()
+        time.sleep(seconds)
+        restore()
         restored = self.clock.now()
         ok, recovery_s, probe = self._probe(restored)
         return {"injected_at_s": injected, "restored_at_s": restored, "recovery_s": recovery_s, "survived": ok,
                 "details": probe}
 
+    def redis_restart(self) -> dict:
+        return self._outage(self.running.redis.kill, self.running.redis.start, 3)
+
     def database_cut(self) -> dict:
-        injected = self.clock.now()
-        self.running.db_proxy.cut()
-        time.sleep(8)
-        self.running.db_proxy.restore()
-        restored = self.clock.now()
-        ok, recovery_s, probe = self._probe(restored)
-        return {"injected_at_s": injected, "restored_at_s": restored, "recovery_s": recovery_s, "survived": ok,
-                "details": probe}
+        return self._outage(self.running.db_proxy.cut, self.running.db_proxy.restore, 8)
 
     def engine_hang(self) -> dict:
         injected = self.clock.now()
