@@ -119,5 +119,5 @@ def test_engine_failures_then_a_form_run_succeeds_on_the_real_engine(
     [series] = chart["variants"]
     assert series["name"] == "eager"
     assert [p["run"] for p in series["points"]] == [run.id]
-    assert series["points"][0]["y"] == pytest.approx(decode.value)
+    assert series["points"][0]["y"] == pytest.approx(decode.value, rel=1e-5)  # a chart keeps 6 significant digits
     assert series["points"][0]["build"] == "installed"  # what ran: this benchmark has no repository
