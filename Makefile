@@ -54,7 +54,7 @@ test:
 	@$(MAKE) --no-print-directory -j2 model browser  # the install and Chromium's at the same time
 	$(VENV)/bin/lint-imports
 	@mkdir -p var/logs
-	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "(database or postgres_pass) and not alone and not browser" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
+	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "(database or postgres_pass) and not alone and not browser and not sqlite_only" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
 	echo "=== SQLite pass (the PostgreSQL pass runs beside it: var/logs/test-postgres.log) ==="; \
 	$(PYTEST) -m "not postgres_pass and not alone"; sqlite=$$?; \
 	wait $$pg; postgres=$$?; \

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 from django.db.models import Q
-from runners.contract import (AGGREGATE_TOK_S, ALLREDUCE_SHARE, DECODE_TOK_S, ITL_MS_P50, METRICS, SLOWEST_STREAM_TOK_S,
-                              TTFT_MS)
+from runners.contract import METRICS
 
 from ..models import Benchmark, Measurement, Run
+from .runpage import POINT_COLUMNS
 from .selectors import run_queryset
 
 
@@ -50,7 +50,7 @@ def metric_rows(a: Run, b: Run) -> list[dict]:
     return rows
 
 
-POINT_METRICS = (DECODE_TOK_S, SLOWEST_STREAM_TOK_S, AGGREGATE_TOK_S, TTFT_MS, ITL_MS_P50, ALLREDUCE_SHARE)
+POINT_METRICS = tuple(metric for _, metric, _ in POINT_COLUMNS)  # the run page's points table's
 
 
 def point_rows(a: Run, b: Run) -> list[dict]:

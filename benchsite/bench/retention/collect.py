@@ -2,9 +2,9 @@
 rest in the artifact storage (filesystem or S3) and mark their rows.
 
 The Artifact row, the run and its measurements always stay: a freed row gets `file` emptied and
-`removed_at`/`removed_reason` set, so a second pass finds nothing more to do. A file is deleted
-before its row is marked: a pass cut in between leaves a row that the next pass deletes again
-(a missing file deletes fine on both storages) and then marks."""
+`removed_at`/`removed_reason` set, so running it again finds nothing more to do. A file is
+deleted before its row is marked: a run cut in between leaves a row that the next run deletes
+again (a missing file deletes fine on both storages) and then marks."""
 from __future__ import annotations
 
 from collections import Counter

@@ -43,7 +43,7 @@ def _result(run, tokens):
             "host": {"hostname": "gpu-a", "cpu_model": "test cpu"}}
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="the embedded database's settings")
+@pytest.mark.sqlite_only  # the embedded database's settings (make test runs it in the SQLite pass)
 def test_sqlite_runs_in_wal_with_immediate_transactions_and_a_busy_timeout():
     with connection.cursor() as cursor:
         assert cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -51,7 +51,7 @@ def test_sqlite_runs_in_wal_with_immediate_transactions_and_a_busy_timeout():
     assert connection.transaction_mode == "IMMEDIATE"
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="the embedded database's concurrency")
+@pytest.mark.sqlite_only  # the embedded database's concurrency
 def test_several_web_workers_record_results_at_once_on_sqlite_without_a_lock_error(redis_broker, tmp_path):
     benchmark = Benchmark.objects.create(name="tiny", slug="tiny", model="/models/tiny", max_tokens=32, repeats=3)
     for name in ("eager", "compiled", "fused"):
