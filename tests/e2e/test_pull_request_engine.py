@@ -115,9 +115,14 @@ def test_a_slower_pr_with_a_wrong_output_is_incorrect_against_its_merge_base_and
     assert comparison.outcome == "incorrect" and row["outcome"] == "incorrect", (comparison.summary, row)
     assert row["correctness"] == "incorrect" and comparison.summary.startswith("eager: ")
     # the table still shows the slowdown (a quiet host: regressed, -95%; under CI's load the base's
-    # own steps reach 130 ms and its repeats spread: the interval may then straddle the threshold)
-    assert row["head"] < row["base"] and row["effect"] < -0.2 and row["ci_low"] < row["effect"], row
-    assert {m["metric"]: m["word"] for m in row["metrics"]}["decode_tok_s"] in ("regressed", "inconclusive")
+    # own steps reach 130 ms and its repeats spread: the interval may then straddle the threshold,
+    # or every repeat of a side arrives in bursts and is flagged: then no decode figure, never a pass)
+    words = {m["metric"]: m["word"] for m in row["metrics"]}
+    if row["head"] is None or row["base"] is None:
+        assert "decode_tok_s" not in words and row["outcome"] == "incorrect", row
+    else:
+        assert row["head"] < row["base"] and row["effect"] < -0.2 and row["ci_low"] < row["effect"], row
+        assert words["decode_tok_s"] in ("regressed", "inconclusive")
     runs = {p.role: p.run for p in comparison.pull_runs.select_related("run")}
     assert runs["base"].commit == fresh_main.base and runs["head"].commit == head
     head_result = results[runs["head"].id]
