@@ -2,6 +2,8 @@
 `make run` and of a single GPU host): writers wait for each other instead of failing with
 "database is locked", and every run is stored and judged (correctness and verdicts)."""
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -27,6 +29,18 @@ class WebWorkers(Workers):
                "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"]
         self.procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                             process_group=0, preexec_fn=_die_with_parent)
+
+    def stop(self) -> None:
+        """A warm shutdown: each main process lets its pool finish the tasks in hand (judging, status
+        reports) instead of the whole group taking SIGTERM mid-task."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _result(run, tokens):
