@@ -49,4 +49,5 @@ class LargeTableAdmin(admin.ModelAdmin):
     """A changelist of a table that grows with every run."""
 
     paginator = EstimatedCountPaginator
+    list_per_page = 50  # rendering costs ~1 ms of CPU per row: a page of 100 runs takes ~110 ms
     show_full_result_count = False  # a second count, of the unfiltered table

@@ -5,7 +5,7 @@ from django.urls import reverse
 from benchsite.bench.models import Measurement, Run
 from benchsite.bench.worker.pools import run_queue
 from benchsite.regressions.models import Verdict
-from benchsite.regressions.outcomes import commit_outcome, commit_runs
+from benchsite.regressions.outcomes import commit_outcome, counted_runs
 from runners import contract
 
 from .api import BadRequest, RunFilters
@@ -45,8 +45,15 @@ def _point_json(run: Run, point: str) -> dict:
 
 
 def _runs() -> QuerySet[Run]:
-    # A run of a PR's comparison says which PR and side: joined here, never a query per run.
-    return Run.objects.select_related("benchmark", "variant", "pull_run__comparison__pull")
+    # A run of a PR's comparison says which PR and side: joined here, never a query per run. The
+    # live log (up to 64 KB a run) and the host's details are not in the API's run.
+    return (Run.objects.select_related("benchmark", "variant", "pull_run__comparison__pull")
+            .defer("live_log", "host_info", "took_effect", "notes"))
+
+
+def _run_url(base_url: str) -> str:
+    """The run page's URL without the id: one reverse() for every run of a list."""
+    return base_url.rstrip("/") + reverse("bench:run", args=[0])[:-2]
 
 
 def runs_filter(*, filters: RunFilters) -> list[Run]:
@@ -72,8 +79,9 @@ def runs_filter(*, filters: RunFilters) -> list[Run]:
     return found
 
 
-def run_json(run: Run, *, base_url: str) -> dict:
-    """One run for API clients. `base_url` makes `url` absolute (scheme://host)."""
+def run_json(run: Run, *, base_url: str, run_url: str | None = None) -> dict:
+    """One run for API clients. `base_url` makes `url` absolute (scheme://host); RUN_URL is
+    _run_url(base_url), given when many runs are written."""
     def when(dt):
         return dt.isoformat() if dt else None
 
@@ -94,7 +102,7 @@ def run_json(run: Run, *, base_url: str) -> dict:
         "created_at": when(run.created_at),
         "started_at": when(run.started_at),
         "finished_at": when(run.finished_at),
-        "url": base_url.rstrip("/") + reverse("bench:run", args=[run.id]),
+        "url": f"{run_url or _run_url(base_url)}{run.id}/",
         "decode_tok_s": getattr(run, f"figure_{contract.DECODE_TOK_S}"),
         **_point_json(run, getattr(run, "api_point", "")),
         "error": run.error,
@@ -110,6 +118,11 @@ def run_json(run: Run, *, base_url: str) -> dict:
         "pull_request": pull_run.comparison.pull.number if pull_run else None,
         "role": pull_run.role if pull_run else None,
     }
+
+
+def runs_json(runs, *, base_url: str) -> list[dict]:
+    run_url = _run_url(base_url)
+    return [run_json(r, base_url=base_url, run_url=run_url) for r in runs]
 
 
 def commit_resolve(prefix: str) -> str:
@@ -131,12 +144,9 @@ def commit_resolve(prefix: str) -> str:
 
 def commit_json(commit: str, *, base_url: str) -> dict:
     """A commit's outcome: the worst of the runs that count (regressions.outcomes.counted_runs)."""
-    runs = commit_runs(commit)
+    runs = list(_with_figures(counted_runs(_runs().filter(commit=commit)).order_by("created_at", "id")))
     word, final = commit_outcome(runs)
-    ids = [r.id for r in runs]
-    annotated = _with_figures(_runs().filter(id__in=ids))
-    return {"commit": commit, "outcome": word, "outcome_final": final,
-            "runs": [run_json(r, base_url=base_url) for r in annotated.order_by("created_at", "id")]}
+    return {"commit": commit, "outcome": word, "outcome_final": final, "runs": runs_json(runs, base_url=base_url)}
 
 
 def _when(dt) -> str | None:
@@ -144,7 +154,7 @@ def _when(dt) -> str | None:
 
 
 def _comparison_json(c: Comparison, runs: list[PullRun], *, base_url: str) -> dict:
-    run_url = base_url.rstrip("/") + reverse("bench:run", args=[0])[:-2]  # one reverse() for every run
+    run_url = _run_url(base_url)
     return {"benchmark": c.benchmark.slug, "head_sha": c.head_sha, "merge_base": c.merge_base, "state": c.state,
             "outcome": pull_selectors.comparison_word(c), "summary": c.summary, "table": c.table, "host": c.host,
             "created_at": _when(c.created_at), "finished_at": _when(c.finished_at),

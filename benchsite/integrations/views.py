@@ -93,7 +93,7 @@ def runs(request):
         if request.method == "GET":
             _may_read(request)
             found = selectors.runs_filter(filters=api.run_filters_parse(request.GET))
-            return JsonResponse({"runs": [selectors.run_json(r, base_url=_base_url(request)) for r in found]})
+            return JsonResponse({"runs": selectors.runs_json(found, base_url=_base_url(request))})
         return _trigger(request)
     except api.BadRequest as exc:
         return _api_error(exc)
@@ -170,7 +170,7 @@ def _trigger(request):
                                               repeats=req.repeats)
     except trigger.TriggerError as exc:
         raise api.BadRequest(str(exc)) from None
-    return JsonResponse({"runs": [selectors.run_json(r, base_url=_base_url(request)) for r in created]}, status=201)
+    return JsonResponse({"runs": selectors.runs_json(created, base_url=_base_url(request))}, status=201)
 
 
 @require_http_methods(["GET"])

@@ -54,7 +54,9 @@ def _benchmark_page(request, benchmark, form, status=200, annotation_form=None):
 
 @require_GET
 def benchmark_list(request):
-    return render(request, "bench/benchmark_list.html", {"summaries": home.home_benchmarks()})
+    return render(request, "bench/benchmark_list.html", {"summaries": home.home_benchmarks(),
+                                                         "run_url_prefix": reverse("bench:run", args=[0])[:-2],
+                                                         "compare_url": reverse("bench:compare")})
 
 
 @require_GET
