@@ -88,8 +88,13 @@ def expected_allreduce_calls(config: dict, *, tensor_parallel_size: int = 2) -> 
 
     2 per layer (attention o_proj, MLP down_proj: row-parallel) + 1 for the vocab-parallel
     input embedding; 0 at TP=1. The logits' gather is not counted (it is an all_gather).
-    For multimodal configs the `text_config` is used. MoE layers also reduce once per block
-    in vLLM, so the count holds for them as an approximation.
+    For multimodal configs the `text_config` is used.
+
+    The count is exact for DeepSeek-V2/V3 MoE + MLA too (vLLM's `deepseek_v2.py`): the MLA
+    o_proj reduces once, and an MoE block reduces once, its shared experts included (they run
+    with `reduce_results=False` and the MoE runner's final all-reduce sums routed + shared).
+    It does not hold with sequence-parallel MoE (expert parallelism with an all2all backend:
+    reduce-scatter/all-gather instead), nor with decode context parallelism.
     """
     if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) \
             or tensor_parallel_size < 1:

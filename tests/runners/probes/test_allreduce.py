@@ -373,6 +373,18 @@ def test_expected_allreduce_calls(tiny_config):
         ar.expected_allreduce_calls(tiny_config, tensor_parallel_size=0)
 
 
+def test_expected_allreduce_calls_moe_mla():
+    """DeepseekV3 (MoE + MLA): one reduce for MLA's o_proj and one per MoE block (shared experts
+    included), as for a dense layer: 2 per layer + 1, measured 9 on the tiny one at TP=2
+    (docs/methods/allreduce-share.md)."""
+    from runners.synthetic import moe_mla
+
+    config = moe_mla.load_config("moe-mla-tiny")  # 4 layers, the first dense, 1 shared expert
+    assert config["architectures"] == ["DeepseekV3ForCausalLM"] and config["first_k_dense_replace"] == 1
+    assert ar.expected_allreduce_calls(config, tensor_parallel_size=2) == 9
+    assert ar.expected_allreduce_calls(moe_mla.load_config("moe-mla-h200"), tensor_parallel_size=8) == 15
+
+
 @pytest.fixture
 def tiny_config():
     return {"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "num_hidden_layers": 4,
