@@ -7,7 +7,7 @@ from django.urls import reverse
 from benchsite.bench.models import Measurement, Run
 from benchsite.bench.worker.pools import run_queue
 from benchsite.regressions.models import Verdict
-from benchsite.regressions.outcomes import commit_outcome, counted_runs
+from benchsite.regressions.outcomes import commit_outcome, commit_runs_query
 from runners import contract
 
 from .api import BadRequest, RunFilters
@@ -160,7 +160,7 @@ def commit_resolve(prefix: str) -> str:
 
 def commit_json(commit: str, *, base_url: str) -> dict:
     """A commit's outcome: the worst of the runs that count (regressions.outcomes.counted_runs)."""
-    runs = _read(_with_figures(counted_runs(_runs().filter(commit=commit)).order_by("created_at", "id")))
+    runs = _read(_with_figures(commit_runs_query(commit, _runs())))
     word, final = commit_outcome(runs)
     return {"commit": commit, "outcome": word, "outcome_final": final, "runs": runs_json(runs, base_url=base_url)}
 

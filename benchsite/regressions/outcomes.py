@@ -102,9 +102,14 @@ def counted_runs(runs: QuerySet[Run]) -> QuerySet[Run]:
     return runs.filter(bisect_steps__isnull=True, canary_run__isnull=True).exclude(trigger=Run.Trigger.PULL)
 
 
+def commit_runs_query(commit: str, runs: QuerySet[Run] | None = None) -> QuerySet[Run]:
+    """COMMIT's counted runs (of RUNS, default every run), oldest first. The joins that leave out
+    bisection steps and canary runs keep one row a run: no DISTINCT needed."""
+    return counted_runs((Run.objects.all() if runs is None else runs).filter(commit=commit)).order_by("created_at", "id")
+
+
 def commit_runs(commit: str) -> list[Run]:
-    return list(counted_runs(Run.objects.filter(commit=commit)).select_related("benchmark", "variant")
-                .order_by("created_at", "id").distinct())
+    return list(commit_runs_query(commit).select_related("benchmark", "variant"))
 
 
 def commit_outcome(runs: list[Run]) -> tuple[str | None, bool]:

@@ -47,15 +47,20 @@ def _benchmark_page(request, benchmark, form, status=200, annotation_form=None):
         "history_tables": history.history_tables(benchmark=benchmark),
         **_chart_points(request, benchmark),
         "main_line": main_line(benchmark),
-        "run_url_prefix": reverse("bench:run", args=[0])[:-2],  # rows link to runs without a reverse() each
+        "run_url_prefix": _run_url_prefix(),
     }
     return render(request, "bench/benchmark_detail.html", context, status=status)
+
+
+def _run_url_prefix() -> str:
+    """The run page's URL without the id: rows link to runs without a reverse() each."""
+    return reverse("bench:run", args=[0])[:-2]
 
 
 @require_GET
 def benchmark_list(request):
     return render(request, "bench/benchmark_list.html", {"summaries": home.home_benchmarks(),
-                                                         "run_url_prefix": reverse("bench:run", args=[0])[:-2],
+                                                         "run_url_prefix": _run_url_prefix(),
                                                          "compare_url": reverse("bench:compare")})
 
 
