@@ -139,7 +139,9 @@ def test_a_slower_pr_with_a_wrong_output_is_incorrect_against_its_merge_base_and
     assert checks[-1]["json"]["output"]["title"].startswith("incorrect")
     assert checks[0]["json"]["head_sha"] == head and checks[0]["json"]["name"] == "decode-bench/tiny"
     summary = checks[-1]["json"]["output"]["summary"]
-    assert "| variant |" in summary and "eager" in summary and "tok/s" in summary and "/pr/github.com/" in summary
+    assert "| variant |" in summary and "eager" in summary and "/pr/github.com/" in summary
+    if row["head"] is not None and row["base"] is not None:  # both sides gave a clean decode figure
+        assert "tok/s" in summary, summary
     pull = httpx.get(f"{live_server.url}/api/pulls/github.com/vllm-project/vllm/12/", timeout=30).json()
     assert (pull["outcome"], pull["outcome_final"], pull["comparisons"][0]["merge_base"]) == (
         "incorrect", True, fresh_main.base)
@@ -147,10 +149,12 @@ def test_a_slower_pr_with_a_wrong_output_is_incorrect_against_its_merge_base_and
                       timeout=30).json()["runs"]
     assert sorted((r["role"], r["pull_request"]) for r in roles) == [("base", 12), ("head", 12)]
 
-    _push_of_the_head(live_server, sent, head, head_result, results[runs["base"].id], github, settings, fresh_main)
+    _push_of_the_head(live_server, sent, head, head_result, results[runs["base"].id], github, settings, fresh_main,
+                      head_measured=row["head"] is not None)
 
 
-def _push_of_the_head(live_server, sent, head, head_result, base_result, github, settings, fresh_main):
+def _push_of_the_head(live_server, sent, head, head_result, base_result, github, settings, fresh_main,
+                      head_measured=True):
     """The head pushed to main: a push run at that commit, its result the head's (same commit, same
     engine), judged against main's reference run at the base commit (whose result is the base
     side's: a PR's own runs are never a reference); the API says incorrect, never a plain
@@ -174,7 +178,9 @@ def _push_of_the_head(live_server, sent, head, head_result, base_result, github,
     [row] = httpx.get(f"{live_server.url}/api/runs/", params={"commit": head, "branch": "main"}, timeout=30).json()["runs"]
     assert (row["id"], row["state"], row["outcome"], row["correct"], row["outcome_final"]) == (
         run_id, "SUCCEEDED", "incorrect", False, True)
-    assert row["decode_tok_s"] > 0 and row["pull_request"] is None  # measured, and still not a success
+    assert row["pull_request"] is None
+    if head_measured:  # measured, and still not a success (every repeat in bursts under load: no figure)
+        assert row["decode_tok_s"] > 0
     commit = httpx.get(f"{live_server.url}/api/commits/{head[:7]}/", timeout=30).json()
     assert (commit["outcome"], [r["id"] for r in commit["runs"]]) == ("incorrect", [run_id])  # PR runs: not the commit's
     statuses = [r["json"]["state"] for r in github.requests if f"/statuses/{head}" in r["path"]]
