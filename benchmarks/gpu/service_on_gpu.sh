@@ -8,15 +8,21 @@
 #   bash benchmarks/gpu/service_on_gpu.sh prepare   # copy the app, start the random-weight model
 #   bash benchmarks/gpu/service_on_gpu.sh start     # after install_wheelhouse.sh: services + trigger
 #   bash benchmarks/gpu/service_on_gpu.sh trigger [REF]  # one more batch (at REF: a git engine's ref)
+#   bash benchmarks/gpu/service_on_gpu.sh variants  # what each trigger would ask for (SVC_VARIANTS)
 #   bash benchmarks/gpu/service_on_gpu.sh wait [S]  # poll up to S s (default 500), then collect
 #   bash benchmarks/gpu/service_on_gpu.sh collect   # copy results, pages and log tails to $OUT
 #   bash benchmarks/gpu/service_on_gpu.sh stop      # stop what start started
 #   bash benchmarks/gpu/service_on_gpu.sh cancel ID...  # cancel runs (a queued one never starts)
 #
-# Everything is set by SVC_* variables (defaults for the 2 x H200 host; SVC_VARIANTS=a,b triggers
-# only those variants, by name; a benchmark whose YAML has `engine: {repo: URL}` builds vLLM from
-# that repository at SVC_REF, a branch, tag or commit, which it needs); the CPU rehearsal of
-# the same script is in docs/gpu-host.md.
+# Everything is set by SVC_* variables (defaults for the 2 x H200 host; a benchmark whose YAML has
+# `engine: {repo: URL}` builds vLLM from that repository at SVC_REF, a branch, tag or commit, which
+# it needs); the CPU rehearsal of the same script is in docs/gpu-host.md.
+#
+# SVC_VARIANTS picks variants per benchmark, comma-separated: `SLUG:NAME` asks for variant NAME of
+# benchmark SLUG only; a plain `NAME` asks for it in every benchmark that has it (one that lacks it
+# is told so and left out of it). A benchmark that no entry applies to runs its whole ladder.
+# `service_on_gpu.sh variants` (after prepare) prints what each trigger would ask for.
+#   SVC_VARIANTS='moe-mla-h200:eager,moe-mla-h200:cuda graphs'   # the MoE file: two; GGUF: all
 #
 # SVC_YAML may name several files (space- or comma-separated): `start` applies them in order and
 # triggers every benchmark of each file right after applying it, so that the GPU worker runs the
@@ -201,22 +207,64 @@ for f in json.load(open(sys.argv[1])):
 EOF
 )
   [ -z "$missing" ] || { say "FAILED: no model at $missing"; tail -20 "$VAR/logs/model.log" 2>/dev/null; exit 4; }
-  # The first file was applied above; each file is applied in turn and its benchmarks triggered.
+  # The first file was applied above; each file is applied in turn and its benchmarks triggered,
+  # once SVC_VARIANTS is known to fit every one of them (a bad entry triggers nothing).
+  local i n slug; n=$("$PY" -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$SVC/benches.json")
+  for ((i = 0; i < n; i++)); do
+    for slug in $("$PY" -c "import json,sys; print(' '.join(b['slug'] for b in json.load(open(sys.argv[1]))[int(sys.argv[2])]['benchmarks']))" "$SVC/benches.json" "$i"); do
+      pick_variants "$slug" "$i" >/dev/null 2>&1 || { pick_variants "$slug" "$i" >/dev/null; exit 5; }
+    done
+  done
   echo '{"runs": []}' >"$SVC/trigger.json"
-  local i n; n=$("$PY" -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$SVC/benches.json")
   for ((i = 0; i < n; i++)); do
     (( i == 0 )) || manage bench_apply "$SVC/bench-$i.yaml"
     for slug in $("$PY" -c "import json,sys; print(' '.join(b['slug'] for b in json.load(open(sys.argv[1]))[int(sys.argv[2])]['benchmarks']))" "$SVC/benches.json" "$i"); do
-      trigger "${SVC_REF:-}" "$slug" append
+      trigger "${SVC_REF:-}" "$slug" append "$i"
     done
   done
 }
 
-trigger() {  # [REF] [SLUG] [append]: one batch through the JSON API (SLUG: default the first
-  # benchmark); a git engine's benchmark needs REF; `append` adds its runs to trigger.json's
-  local slug=${2:-$(bench_field slug)}
-  say "triggering $slug${1:+ at $1} through the JSON API"
-  "$PY" - "$URL" "$slug" "$SVC/token" "$SVC/trigger.json" "${SVC_VARIANTS:-}" "${1:-}" "$SVC/benches.json" "${3:-}" <<'EOF'
+pick_variants() {  # SLUG [FILE]: SVC_VARIANTS for this benchmark (as in benches.json's file FILE,
+  # default its last) as a JSON list, [] for the whole ladder; what was left out, and why, on stderr
+  "$PY" - "$SVC/benches.json" "$1" "${2:-}" "${SVC_VARIANTS:-}" <<'EOF'
+import json, sys
+benches, slug, index, wanted = sys.argv[1:]
+files = json.load(open(benches))
+slugs = {b["slug"] for f in files for b in f["benchmarks"]}
+pool = [f["benchmarks"] for f in files] if index == "" else [files[int(index)]["benchmarks"]]
+bench = [b for bs in pool for b in bs if b["slug"] == slug][-1]
+names = [v["name"] for v in bench.get("variants", [])]
+picked = []
+for entry in (e.strip() for e in wanted.split(",")):
+    if not entry:
+        continue
+    head, sep, rest = entry.partition(":")
+    if sep and head.strip() in slugs:  # SLUG:NAME: that benchmark only
+        if head.strip() != slug:
+            continue
+        name = rest.strip()
+        if name not in names:
+            sys.exit(f"SVC_VARIANTS: benchmark {slug} has no variant {name!r} (it has: {', '.join(names)})")
+    elif entry in names:
+        name = entry
+    else:
+        print(f"SVC_VARIANTS: benchmark {slug} has no variant {entry!r}: left out of its batch", file=sys.stderr)
+        continue
+    if name not in picked:
+        picked.append(name)
+if wanted.strip() and not picked:
+    print(f"SVC_VARIANTS: no entry applies to {slug}: its whole ladder ({', '.join(names)})", file=sys.stderr)
+print(json.dumps(picked))
+EOF
+}
+
+trigger() {  # [REF] [SLUG] [append] [FILE]: one batch through the JSON API (SLUG: default the first
+  # benchmark, FILE: the index in SVC_YAML of the file that applied it); a git engine's benchmark
+  # needs REF; `append` adds its runs to trigger.json's; the variants: pick_variants
+  local slug=${2:-$(bench_field slug)} variants
+  variants=$(pick_variants "$slug" "${4:-}")
+  say "triggering $slug${1:+ at $1} through the JSON API (variants: $([ "$variants" = "[]" ] && echo all || echo "$variants"))"
+  "$PY" - "$URL" "$slug" "$SVC/token" "$SVC/trigger.json" "$variants" "${1:-}" "$SVC/benches.json" "${3:-}" <<'EOF'
 import json, re, sys, time, httpx
 url, slug, token_file, out, variants, ref, benches, append = sys.argv[1:]
 engine = [b for f in json.load(open(benches)) for b in f["benchmarks"] if b["slug"] == slug][-1].get("engine")
@@ -224,7 +272,8 @@ if engine and not ref:
     sys.exit(f"benchmark {slug} builds vLLM from {engine['repo']}: give the ref to run "
              "(SVC_REF=<branch, tag or commit>, or: trigger REF)")
 token = open(token_file).read().strip()
-body = {"benchmark": slug, **({"variants": variants.split(",")} if variants else {})}  # default: the whole ladder
+variants = json.loads(variants)
+body = {"benchmark": slug, **({"variants": variants} if variants else {})}  # default: the whole ladder
 if ref:  # a full SHA runs that commit (reported against it, like a push); else the worker resolves the ref
     body["commit" if re.fullmatch(r"[0-9a-f]{40}", ref) else "ref"] = ref
 for _ in range(30):  # 409: the GPU worker just started and its first pool heartbeat is still on its way
@@ -359,6 +408,13 @@ case "$MODE" in
   prepare) prepare ;;
   start) start ;;
   trigger) trigger "${2:-${SVC_REF:-}}" ;;
+  variants)  # what each file's triggers would ask for (after prepare): FILE SLUG JSON, one a line
+    n=$("$PY" -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$SVC/benches.json")
+    for ((i = 0; i < n; i++)); do
+      for slug in $("$PY" -c "import json,sys; print(' '.join(b['slug'] for b in json.load(open(sys.argv[1]))[int(sys.argv[2])]['benchmarks']))" "$SVC/benches.json" "$i"); do
+        echo "$i $slug $(pick_variants "$slug" "$i")"
+      done
+    done ;;
   wait) wait_runs "${2:-500}" ;;
   collect) collect ;;
   stop) stop ;;
@@ -368,5 +424,5 @@ from benchsite.bench.lifecycle.cancel import run_cancel
 from benchsite.bench.models import Run
 for i in '$*'.split():
     print('run', i, 'cancelled' if run_cancel(run=Run.objects.get(id=int(i))) else 'not cancellable') " ;;
-  *) echo "usage: $0 prepare|start|trigger [REF]|wait [S]|collect|stop|cancel ID..." >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|start|trigger [REF]|variants|wait [S]|collect|stop|cancel ID..." >&2; exit 2 ;;
 esac

@@ -71,3 +71,72 @@ def test_the_gpu_service_script_triggers_a_git_engine_benchmark_at_a_ref(fresh_m
         assert (run["state"], run["commit"]) == ("SUCCEEDED", sha), run
     finally:
         script("stop", check=False)
+
+
+TWO_FILES = ("""benchmarks:
+  - slug: svc-ladder
+    name: a ladder of three
+    model: var/tiny-model
+    gpu_pool: cpu-svc-variants
+    max_tokens: 8
+    repeats: 1
+    warmup: 1
+    variants:
+      - {name: eager, flags: ["--enforce-eager"], reference: true}
+      - {name: cuda graphs}
+      - {name: cuda graphs + unfused grouped top-k, env: {VLLM_USE_FUSED_MOE_GROUPED_TOPK: "0"}}
+""", """benchmarks:
+  - slug: svc-single
+    name: one variant
+    model: var/tiny-model
+    gpu_pool: cpu-svc-variants
+    max_tokens: 8
+    repeats: 1
+    warmup: 1
+    variants:
+      - {name: eager, flags: ["--enforce-eager"], reference: true}
+""")
+
+
+@pytest.mark.timeout(300)
+def test_svc_variants_picks_variants_per_benchmark_in_one_service_start(tiny_model_dir, tmp_path):
+    """Several benchmark files in one start: `SLUG:NAME` picks a variant of that benchmark only, a
+    plain name applies where the benchmark has it, a benchmark no entry applies to runs its whole
+    ladder, and a `SLUG:NAME` the benchmark lacks refuses the trigger with the names it has."""
+    assert shutil.which("redis-server"), "redis-server is needed (apt-get install redis-server)"
+    paths = []
+    for i, text in enumerate(TWO_FILES):
+        paths.append(tmp_path / f"bench-{i}.yaml")
+        paths[-1].write_text(text)
+    svc = tmp_path / "svc"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "DATABASE_URL", "BENCH_", "SVC_"))},
+           "SVC_DIR": str(svc), "SVC_PYTHON": sys.executable, "SVC_SITE": "", "OUT": str(tmp_path / "out"),
+           "SVC_REDIS_SERVER": shutil.which("redis-server"), "SVC_REDIS_PORT": str(free_port()),
+           "SVC_WEB_PORT": str(free_port()), "SVC_YAML": " ".join(map(str, paths)), "SVC_MODEL": str(tiny_model_dir),
+           "SVC_VLLM_COMMAND": f"{sys.executable} {FAKE_ENGINE}", "BENCH_ENGINE_CPU": "0"}
+
+    def script(*args, check=True, **extra):
+        done = subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env={**env, **extra}, capture_output=True,
+                              text=True, timeout=200)
+        assert not check or done.returncode == 0, f"{args}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+        return done
+
+    script("prepare")
+    both = "svc-ladder:eager,svc-ladder:cuda graphs"
+    shown = script("variants", SVC_VARIANTS=both)
+    assert shown.stdout.splitlines() == ['0 svc-ladder ["eager", "cuda graphs"]', "1 svc-single []"]
+    assert "no entry applies to svc-single: its whole ladder (eager)" in shown.stderr
+    plain = script("variants", SVC_VARIANTS="cuda graphs")
+    assert plain.stdout.splitlines() == ['0 svc-ladder ["cuda graphs"]', "1 svc-single []"]
+    assert "benchmark svc-single has no variant 'cuda graphs': left out of its batch" in plain.stderr
+    try:
+        refused = script("start", check=False, SVC_VARIANTS="svc-single:cuda graphs")
+        assert refused.returncode != 0
+        assert "SVC_VARIANTS: benchmark svc-single has no variant 'cuda graphs' (it has: eager)" in refused.stderr
+        assert "triggering" not in refused.stdout  # nothing of either file was triggered
+        started = script("start", SVC_VARIANTS=both)  # the services are kept; one new batch of both files
+        assert "triggering svc-single through the JSON API (variants: all)" in started.stdout
+        runs = json.loads((svc / "trigger.json").read_text())["runs"]
+        assert [r["variant"] for r in runs] == ["eager", "cuda graphs", "eager"], runs
+    finally:
+        script("stop", check=False)
