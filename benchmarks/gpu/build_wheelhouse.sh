@@ -10,13 +10,19 @@
 # wheels) and splits it into .gpu-carry/pN/part-NN (one carry path per device call, each at
 # most PART_MB MiB), with SHA256SUMS and WHEELS.txt in the last part; the .debs (redis, and
 # zstd to unpack with) go in p1/debs; the tiny model's tokenizer in .gpu-carry/tokenizer
-# (run_ladder.sh and service_on_gpu.sh generate the random-weight model from it).
+# (run_ladder.sh and service_on_gpu.sh generate the random-weight model from it); the wheels a
+# benchmark's `packages` name (GGUF_WHEELS: vllm-gguf-plugin and gguf) in .gpu-carry/wheels, the
+# GPU worker's wheelhouse (service_on_gpu.sh SVC_WHEELHOUSE).
 #   bash benchmarks/gpu/build_wheelhouse.sh         # then see the part sizes it prints
+#   FIRST_MB=40 bash benchmarks/gpu/build_wheelhouse.sh  # p1 smaller: room in the first call for
+#                                                   # the tokenizer, the wheels and an app snapshot
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CARRY=$ROOT/.gpu-carry
 WORK=${WORK:-/tmp/gpu-wheelhouse}
 PART_MB=${PART_MB:-58}
+FIRST_MB=${FIRST_MB:-}                   # the first part's size (the rest split evenly); default even
+GGUF_WHEELS=${GGUF_WHEELS-vllm-gguf-plugin==0.0.5 gguf==0.19.0}
 UV=${UV:-$ROOT/.venv/bin/uv}
 PY=${PY:-$ROOT/.venv/bin/python}
 mkdir -p "$WORK/wheels" "$WORK/debs"
@@ -114,14 +120,22 @@ rm -rf stage/site/bin stage/site/xgrammar/lib/*.a stage/site/mistral_common/data
 find stage/site -name '*.cpython-31[0134]-x86_64-linux-gnu.so' -delete
 say "site: $(du -sm stage/site | cut -f1) MB"
 
-say "packing: tar | zstd -12, split into parts of at most ${PART_MB} MiB"
+say "packing: tar | zstd -12, split into parts of at most ${PART_MB} MiB${FIRST_MB:+ (the first $FIRST_MB MiB)}"
 tar -cf - -C stage site | zstd -q -T2 -12 -f -o carry.tar.zst
 total=$(stat -c %s carry.tar.zst)
 limit=$((PART_MB * 1024 * 1024))
-n=$(( (total + limit - 1) / limit ))
-chunk=$(( (total + n - 1) / n ))
 rm -rf "$CARRY" parts; mkdir -p "$CARRY" parts
-split -b "$chunk" -d -a 2 carry.tar.zst parts/part-
+if [ -n "$FIRST_MB" ]; then  # part-00 of FIRST_MB MiB, the rest in even parts of at most PART_MB
+  first=$((FIRST_MB * 1024 * 1024)); rest=$((total - first))
+  m=$(( (rest + limit - 1) / limit )); chunk=$(( (rest + m - 1) / m )); n=$((m + 1))
+  head -c "$first" carry.tar.zst >parts/part-00
+  tail -c +"$((first + 1))" carry.tar.zst | split -b "$chunk" -d -a 2 --numeric-suffixes=1 - parts/part-
+else
+  n=$(( (total + limit - 1) / limit ))
+  chunk=$(( (total + n - 1) / n ))
+  split -b "$chunk" -d -a 2 carry.tar.zst parts/part-
+fi
+cat parts/part-* | cmp -s - carry.tar.zst || { echo "the parts do not add up to carry.tar.zst" >&2; exit 5; }
 i=0
 for p in parts/part-*; do
   i=$((i + 1)); mkdir -p "$CARRY/p$i"; mv "$p" "$CARRY/p$i/"
@@ -138,5 +152,11 @@ mkdir -p "$CARRY/tokenizer"
 for f in tokenizer.json tokenizer_config.json special_tokens_map.json generation_config.json; do
   [ -f "$TINY/$f" ] && cp "$TINY/$f" "$CARRY/tokenizer/"
 done
+if [ -n "$GGUF_WHEELS" ]; then  # no dependencies: the worker installs them with --no-deps
+  mkdir -p "$CARRY/wheels"
+  PIP_CONFIG_FILE=/dev/null PIP_CONSTRAINT= PIP_FIND_LINKS= "$PY" -m pip download -q --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp "${PLAT[@]}" --index-url https://pypi.org/simple \
+    -d "$CARRY/wheels" $GGUF_WHEELS
+fi
 say "zstd carry: $((total / 1048576)) MiB in $n parts (the wheels were $(du -sm wheels | cut -f1) MB)"
 du -sm "$CARRY"/* | sed 's#'"$ROOT"/'##'
