@@ -412,13 +412,13 @@ _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?"
 
 
 def check_packages(packages) -> list[str]:
-    """Extra packages an engine needs (e.g. vllm-gguf-plugin==0.1.0), each a project name with
+    """Extra packages an engine needs (e.g. vllm-gguf-plugin==0.0.5), each a project name with
     optional extras and version specifiers and nothing else: no URL, path, marker or pip option
     (they go to pip's argv on the worker). SpecError names the entry."""
     if packages is None:
         return []
     if not isinstance(packages, list):
-        raise SpecError("packages must be a list of requirements, e.g. [\"vllm-gguf-plugin==0.1.0\"]")
+        raise SpecError("packages must be a list of requirements, e.g. [\"vllm-gguf-plugin==0.0.5\"]")
     if len(packages) > MAX_PACKAGES:
         raise SpecError(f"packages: at most {MAX_PACKAGES}, got {len(packages)}")
     for i, req in enumerate(packages):

@@ -2,7 +2,7 @@
 from the worker's own wheelhouse into a folder the engine gets on its PYTHONPATH, cached like
 builds (GPU hosts have no internet: BENCH_WHEELHOUSE is a folder of wheels on the host).
 
-    site = install_packages(["vllm-gguf-plugin==0.1.0"], wheelhouse=Path("/opt/wheels"),
+    site = install_packages(["vllm-gguf-plugin==0.0.5"], wheelhouse=Path("/opt/wheels"),
                             cache=BuildCache(...), log=[])       # BuildFailure with pip's words
 
 `pip install --no-index --find-links WHEELHOUSE --no-deps --target DIR`: nothing is fetched, and
@@ -86,4 +86,4 @@ def check_gguf_loader(model: str, paths: list[str]) -> None:
     if is_gguf(model) and not has_entry_point(*GGUF_PLUGIN, paths):
         raise BuildFailure(f"the model {model} is a GGUF file and this worker has no GGUF loader: vLLM reads GGUF "
                            "only through vllm-gguf-plugin; name it in the benchmark's packages "
-                           "(e.g. vllm-gguf-plugin==0.1.0, with gguf) and put its wheels in BENCH_WHEELHOUSE")
+                           "(e.g. vllm-gguf-plugin==0.0.5, with gguf) and put its wheels in BENCH_WHEELHOUSE")
