@@ -82,7 +82,7 @@ class RunAdmin(LargeTableAdmin):
     search_fields = ["=id", "commit", "task_id", "worker_host", "batch", "error"]
     list_select_related = ["benchmark", "variant__benchmark"]  # the variant's name says its benchmark
     raw_id_fields = ["build", "triggered_by"]
-    readonly_fields = ["created_at"]
+    readonly_fields = ["created_at", "kept_spec"]  # what the run was sent: never edited
     inlines = [MeasurementInline, ArtifactInline]
 
 

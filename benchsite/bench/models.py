@@ -183,6 +183,22 @@ def _check_engine_options(flags, env, flags_field: str, env_field: str) -> None:
             raise ValidationError({field: str(exc)}) from None
 
 
+class KeptSpec(models.Model):
+    """What a job spec takes from the benchmark and the variant, as runs were triggered with it
+    (bench/lifecycle/jobspec.py): stored once per distinct content, keyed by the sha256 of its
+    canonical JSON, and pointed at by every run triggered with it, so a benchmark re-applied
+    later changes neither what those runs are sent again nor what their page shows. A JobSpec
+    dict in which null stands for what the run holds itself (its id, ref, commit, merge base);
+    the run's uploaded patches follow the ones here."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    spec = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"spec {self.sha256[:12]}"
+
+
 class Run(models.Model):
     class State(models.TextChoices):
         QUEUED = "QUEUED"
@@ -231,6 +247,12 @@ class Run(models.Model):
                               help_text="The branch it belongs to: a push's, or a branch ref the worker resolved; "
                                         "empty: none (a commit or tag, the installed engine).")
     patches = models.ManyToManyField(Patch, blank=True, help_text="Patches uploaded with the trigger, on top of the variant's.")
+    # PROTECT: a spec row goes (bench_gc) only once no run points at it. No index of its own
+    # beyond the one below, built without blocking writes on a big table (migration 0024).
+    kept_spec = models.ForeignKey(KeptSpec, on_delete=models.PROTECT, null=True, blank=True, related_name="runs",
+                                  db_index=False, help_text="The benchmark's and variant's part of the job spec it "
+                                  "was triggered with; empty: a run from before specs were kept (its page rebuilds "
+                                  "the spec from the benchmark as it is now).")
     repeats = models.PositiveSmallIntegerField(null=True, blank=True,
                                                validators=[MinValueValidator(1), MaxValueValidator(MAX_REPEATS)],
                                                help_text="Timed repeats asked for at the trigger; empty: the benchmark's.")
@@ -282,7 +304,9 @@ class Run(models.Model):
                    models.Index(fields=["benchmark", "created_at", "id"], name="run_benchmark_created_idx"),
                    # a commit or its prefix (the commit and runs APIs): on PostgreSQL LIKE 'abc%' needs the
                    # pattern operator class (1,000,000 runs: a 130 ms scan -> an index lookup)
-                   models.Index(fields=["commit"], name="run_commit_prefix_idx", opclasses=["varchar_pattern_ops"])]
+                   models.Index(fields=["commit"], name="run_commit_prefix_idx", opclasses=["varchar_pattern_ops"]),
+                   # bench_gc's check that no run points at a spec row (few distinct values: deduplicated, small)
+                   models.Index(fields=["kept_spec"], name="run_kept_spec_idx")]
 
     def __str__(self):
         return f"run {self.pk} {self.variant.name} {self.state}"

@@ -7,46 +7,27 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from runners.contract import BENCHMARK_KEYS, JobSpec, is_full_sha
-
-from ..models import EngineSource, Run
+from ..models import Run
+from . import jobspec
 
 log = logging.getLogger(__name__)
 
 
-def _patch_specs(run: Run) -> list[dict]:
-    """The benchmark's, then the variant's, then the run's own patches, in that order."""
-    layers = (("benchmark", run.benchmark.patches), ("variant", run.variant.patches), ("run", run.patches))
-    return [{"name": p.name, "sha256": p.sha256, "content": p.content, "origin": origin}
-            for origin, manager in layers for p in manager.order_by("id")]
-
-
-def _engine_spec(run: Run) -> dict:
-    source = run.benchmark.engine_source
-    if source is None or source.kind != EngineSource.Kind.GIT:
-        return {"kind": "installed"}
-    commit = run.commit if is_full_sha(run.commit) else ""
-    if run.merge_base_with:  # the worker resolves the merge base of the ref and that branch
-        return {"kind": "git", "repo": source.repo_url, "ref": run.ref, "merge_base_with": run.merge_base_with}
-    return {"kind": "git", "repo": source.repo_url, "ref": run.ref or source.default_ref or commit, "commit": commit}
-
-
 def run_spec(run: Run) -> dict:
-    """The plain-JSON job a GPU worker executes (runners.contract.JobSpec): no model instances
-    cross the broker. The worker resolves the ref; the web side has no git."""
-    benchmark, variant = run.benchmark, run.variant
-    given = {key: getattr(benchmark, key, None) for key in (*BENCHMARK_KEYS, "engine_args", "engine_env")}
-    return JobSpec.for_variant(given, {"flags": variant.flags, "env": variant.env}, run_id=run.id,
-                               repeats=run.repeats or None, engine=_engine_spec(run),
-                               patches=_patch_specs(run)).to_dict()
+    """The plain-JSON job a GPU worker executes (runners.contract.JobSpec): the one the run was
+    triggered with (jobspec.py), or for a run from before specs were kept, rebuilt."""
+    return jobspec.run_spec(run)
 
 
 def enqueue_run(run_id: int, queue: str = "") -> None:
     """Send the run to its benchmark's pool queue, or to QUEUE (one host's queue of that pool,
-    runners.hostinfo.host_queue), under the task id already given to it if any (runs_release)."""
+    runners.hostinfo.host_queue), under the task id already given to it if any (runs_release).
+    Every send of a run (the first, the reaper's, a lost message's, a release) carries the spec
+    it was triggered with; a run queued before specs were kept keeps the one of its first send."""
     from benchsite.celery import app
 
-    run = Run.objects.select_related("benchmark", "variant").get(id=run_id)
+    run = Run.objects.select_related("benchmark__engine_source", "variant", "kept_spec").get(id=run_id)
+    jobspec.run_spec_keep(run)
     limit = run.benchmark.time_limit_s
     result = app.send_task(
         "bench.execute_run",

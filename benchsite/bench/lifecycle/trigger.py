@@ -9,7 +9,7 @@ from runners.contract import SpecError, check_ref, patch_sha256
 from runners.workloads import check_workloads
 
 from ..models import Benchmark, EngineSource, Patch, Run, Variant
-from . import dispatch
+from . import dispatch, jobspec
 from .signals import outcome_changed
 
 
@@ -44,28 +44,17 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
     knows it (a push), else the worker tells. `merge_base_with` (a branch): the runs measure the
     merge base of `ref` and that branch, which the worker resolves."""
     chosen = list(variants) if variants is not None else list(benchmark.variants.all())
-    if not chosen:
-        raise TriggerError(f"benchmark {benchmark.name!r} has no variants to run")
-    foreign = [v.name for v in chosen if v.benchmark_id != benchmark.id]
-    if foreign:
-        raise TriggerError(f"variants {foreign} do not belong to {benchmark.name!r}")
-    source = benchmark.engine_source
-    if (ref or commit) and (source is None or source.kind != EngineSource.Kind.GIT):
-        raise TriggerError(f"benchmark {benchmark.name!r} runs the installed engine: it has no repository "
-                           "to take a ref or commit from")
-    try:
-        for given in filter(None, (ref, commit, merge_base_with)):
-            check_ref(given)
-        check_workloads(benchmark.workloads, max_tokens=benchmark.max_tokens, engine_args=benchmark.engine_args)
-    except SpecError as exc:
-        raise TriggerError(str(exc)) from None
-    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int)
-                                or not 1 <= repeats <= Run.MAX_REPEATS):
-        raise TriggerError(f"repeats={repeats!r}: give a whole number from 1 to {Run.MAX_REPEATS}")
+    _check_trigger(benchmark, chosen, ref=ref, commit=commit, merge_base_with=merge_base_with, repeats=repeats)
+    patches = list(patches)
     batch = uuid.uuid4()
     with transaction.atomic():
+        # What the runs are sent, frozen now: a benchmark re-applied before they are sent (a held
+        # run waits for hours) or sent again changes nothing of it (jobspec.py).
+        kept = _kept_specs(benchmark, chosen, ref=ref or commit, commit=commit, merge_base_with=merge_base_with,
+                           repeats=repeats, patches=patches)
         runs = [
             Run.objects.create(
+                kept_spec=kept[variant.id],
                 benchmark=benchmark,
                 variant=variant,
                 batch=batch,
@@ -90,6 +79,44 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
         if priority != Run.Priority.FIRST:
             transaction.on_commit(partial(dispatch.runs_release, pool=benchmark.gpu_pool))
     return runs
+
+
+def _check_trigger(benchmark: Benchmark, chosen: list, *, ref: str, commit: str, merge_base_with: str,
+                   repeats: int | None) -> None:
+    """TriggerError unless the variants, ref, commit, merge base and repeats make sense."""
+    if not chosen:
+        raise TriggerError(f"benchmark {benchmark.name!r} has no variants to run")
+    foreign = [v.name for v in chosen if v.benchmark_id != benchmark.id]
+    if foreign:
+        raise TriggerError(f"variants {foreign} do not belong to {benchmark.name!r}")
+    source = benchmark.engine_source
+    if (ref or commit) and (source is None or source.kind != EngineSource.Kind.GIT):
+        raise TriggerError(f"benchmark {benchmark.name!r} runs the installed engine: it has no repository "
+                           "to take a ref or commit from")
+    try:
+        for given in filter(None, (ref, commit, merge_base_with)):
+            check_ref(given)
+        check_workloads(benchmark.workloads, max_tokens=benchmark.max_tokens, engine_args=benchmark.engine_args)
+    except SpecError as exc:
+        raise TriggerError(str(exc)) from None
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int)
+                                or not 1 <= repeats <= Run.MAX_REPEATS):
+        raise TriggerError(f"repeats={repeats!r}: give a whole number from 1 to {Run.MAX_REPEATS}")
+
+
+def _kept_specs(benchmark: Benchmark, variants: list, *, ref: str, commit: str, merge_base_with: str,
+                repeats: int | None, patches: list) -> dict:
+    """{variant id: its KeptSpec row}; TriggerError when the settings make no valid job."""
+    try:
+        benchmark_patches = jobspec.benchmark_patch_specs(benchmark)
+        templates = {variant.id: jobspec.spec_template(benchmark, variant, repeats=repeats, ref=ref, commit=commit,
+                                                       merge_base_with=merge_base_with,
+                                                       benchmark_patches=benchmark_patches)
+                     for variant in variants}
+        jobspec.check_run_patches(patches)
+    except SpecError as exc:
+        raise TriggerError(f"benchmark {benchmark.name!r}: {exc}") from None
+    return {variant_id: jobspec.spec_keep(template) for variant_id, template in templates.items()}
 
 
 def variant_create(*, benchmark: Benchmark, name: str, flags=(), env=None, is_reference=False) -> Variant:

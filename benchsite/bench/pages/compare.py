@@ -81,16 +81,21 @@ def _point_order(point_id: str) -> tuple:
 
 
 def _config(run: Run) -> dict[str, str]:
+    """What the run ran with: its kept job spec's model and engine settings (a run from before
+    specs were kept: the benchmark's and variant's as they are now)."""
     benchmark, variant, build = run.benchmark, run.variant, run.build
+    kept = run.kept_spec.spec if run.kept_spec_id is not None else {
+        "model": benchmark.model, "tensor_parallel_size": benchmark.tensor_parallel_size,
+        "engine_args": [*benchmark.engine_args, *variant.flags], "engine_env": {**benchmark.engine_env, **variant.env}}
     config = {
-        "benchmark": benchmark.name, "variant": variant.name, "model": benchmark.model,
-        "tensor parallel": str(benchmark.tensor_parallel_size), "pool": benchmark.gpu_pool,
-        "flags": " ".join([*benchmark.engine_args, *variant.flags]),
+        "benchmark": benchmark.name, "variant": variant.name, "model": kept["model"],
+        "tensor parallel": str(kept["tensor_parallel_size"]), "pool": benchmark.gpu_pool,
+        "flags": " ".join(kept["engine_args"]),
         "ref": run.ref, "commit": run.commit, "host": run.worker_host,
         "build path": build.path if build else "", "engine version": build.engine_version if build else "",
         "patches": ", ".join(p.name for p in run.patches.all()),
     }
-    for key, value in sorted({**benchmark.engine_env, **variant.env}.items()):
+    for key, value in sorted(kept["engine_env"].items()):
         config[f"env {key}"] = str(value)
     return config
 
@@ -102,7 +107,7 @@ def config_rows(a: Run, b: Run) -> list[dict]:
 
 
 def compare_queryset():
-    return run_queryset().prefetch_related("measurements", "patches")
+    return run_queryset().select_related("kept_spec").prefetch_related("measurements", "patches")
 
 
 def parse_run_ids(a: str | None, b: str | None) -> tuple[int, int]:

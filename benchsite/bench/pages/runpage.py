@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from django.urls import reverse
 from django.utils import timezone
 
 from runners.analysis.floor import mean_context, point_floor
@@ -13,7 +14,7 @@ from runners.contract import (AB_ALLREDUCE_MS_DELTA, ALLREDUCE_SHARE, CORRECT, D
 
 from ..worker import pools
 from . import selectors
-from ..lifecycle import dispatch
+from ..lifecycle import jobspec
 from ..storage.artifacts import ArtifactError
 from ..models import Artifact, Measurement, Run
 from .units import metric_text
@@ -31,7 +32,12 @@ def run_live(*, run: Run) -> dict:
     tail while the run is active) and, while queued, its place in its pool's queue."""
     _artifact, tail = selectors.run_log_tail(run=run)
     return {**selectors.run_status(run=run), "elapsed_s": run_elapsed_s(run), "log_tail": tail,
-            "queue": pools.run_queue(run)}
+            "queue": pools.run_queue(run), "spec": run_spec_link(run)}
+
+
+def run_spec_link(run: Run) -> dict:
+    """Where the run's job spec is, and whether it is the one it was sent (False: rebuilt)."""
+    return {"url": reverse("bench:run-spec", args=[run.pk]), "as_sent": run.kept_spec_id is not None}
 
 
 def _greedy_text(run_id: int | None) -> str | None:
@@ -65,12 +71,19 @@ def run_budget(*, measurements) -> dict | None:
     return run_time_budget(values=values, ab_details=ab)
 
 
+REBUILT_NOTE = "rebuilt from the benchmark as it is now; it may differ from what ran"
+
+
 def run_reproduce(*, run: Run) -> dict:
-    """The job spec as JSON and the command that runs it with the runners alone."""
-    spec = dispatch.run_spec(run)
+    """The job spec as JSON and the command that runs it with the runners alone: the spec the
+    run was sent (kept from its trigger on), or for a run from before specs were kept (or an
+    imported one) its spec rebuilt from the benchmark as it is now, which `note` says."""
+    sent = jobspec.spec_sent(run)
+    spec = sent if sent is not None else jobspec.spec_rebuilt(run)
     spec_name = f"run-{run.pk}-spec.json"
     command = shlex.join(["python", "-m", "runners", "execute", spec_name, "--out", f"run-{run.pk}-result.json"])
-    return {"spec_json": json.dumps(spec, indent=2, sort_keys=True), "spec_name": spec_name, "command": command}
+    return {"spec_json": json.dumps(spec, indent=2, sort_keys=True), "spec_name": spec_name, "command": command,
+            "model": spec["model"], "as_sent": sent is not None, "note": "" if sent is not None else REBUILT_NOTE}
 
 
 # The run page's table of workload points: (heading, metric, the metric whose unit it reads in).

@@ -228,6 +228,8 @@ def run_spec(request, pk):
     reproduce = runpage.run_reproduce(run=run)
     response = HttpResponse(reproduce["spec_json"], content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{reproduce["spec_name"]}"'
+    # the spec the run was sent, or (a run from before specs were kept) a rebuilt one: say which
+    response["X-Job-Spec"] = "as sent" if reproduce["as_sent"] else reproduce["note"]
     return response
 
 

@@ -6,12 +6,14 @@ from django.template.defaultfilters import filesizeformat
 from benchsite.bench.retention.collect import collect
 from benchsite.bench.retention.policy import RULES, Policy
 from benchsite.bench.retention.protected import RuleMissing
+from benchsite.bench.retention.specs import specs_collect
 from benchsite.bench.storage.artifacts import describe_storage
 
 
 class Command(BaseCommand):
     help = ("Free profiler traces and logs older than the retention policy allows, keeping those of "
-            "protected runs; runs, measurements and artifact rows always stay.")
+            "protected runs; runs, measurements and artifact rows always stay. Kept job specs no run "
+            "points at any more go too.")
 
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="show what would be freed and kept; change nothing")
@@ -34,6 +36,8 @@ class Command(BaseCommand):
             if report.kept[rule]:
                 self.stdout.write(f"kept {report.kept[rule]} file(s), {filesizeformat(report.kept_bytes[rule])}, "
                                   f"past their days ({rule}): {why}")
+        specs = specs_collect(dry_run=dry_run)
+        self.stdout.write(f"{'would delete' if dry_run else 'deleted'} {specs} kept job spec(s) no run points at")
         if report.failed:
             for failure in report.failed[:20]:
                 self.stderr.write(f"not freed: {failure}")
