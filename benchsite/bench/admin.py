@@ -2,6 +2,7 @@ from django.contrib import admin
 
 from .admin_lists import LargeTableAdmin, MetricListFilter
 from .models import Artifact, Benchmark, Build, EngineSource, Measurement, Patch, Run, Variant
+from .pages import home_cache
 
 
 @admin.register(EngineSource)
@@ -94,6 +95,17 @@ class MeasurementAdmin(LargeTableAdmin):
     search_fields = ["metric", "=run__id"]
     list_select_related = ["run", "run__variant"]
     raw_id_fields = ["run"]
+
+    # Measurements send no delete signal (a run's cascade stays one DELETE): the home page's
+    # summaries are told here (a run's inline deletions: by the run's own save).
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        home_cache.note_changes(Run.objects.filter(id=obj.run_id).values_list("benchmark_id", flat=True))
+
+    def delete_queryset(self, request, queryset):
+        benchmarks = set(queryset.values_list("run__benchmark_id", flat=True).distinct())
+        super().delete_queryset(request, queryset)
+        home_cache.note_changes(benchmarks)
 
 
 @admin.register(Artifact)

@@ -21,6 +21,10 @@ class BenchConfig(AppConfig):
         from .pages import rollup_triggers
 
         rollup_triggers.connect()
+        # ... and the home page's cached summaries keyed on their benchmark's version.
+        from .pages import home_cache
+
+        home_cache.connect()
 
 
 def runtime_dirs() -> list[Path]:

@@ -475,3 +475,18 @@ class SeriesRollup(models.Model):
 
     def __str__(self):
         return f"{self.benchmark_id}:{self.metric}:{self.point or '-'}"
+
+
+class HomeVersion(models.Model):
+    """The version of a benchmark's summaries on the home page (bench.pages.home_cache): a new random
+    value on every write that changes them, so that each web process's cached summaries, keyed by
+    it, miss at once. A random value rather than a counter: a version is never used twice, even
+    after a rolled-back transaction or a restored backup. No database constraint on the benchmark:
+    a run deleted with its benchmark may write its row after the benchmark's cascade collected
+    it (the benchmark's own deletion removes it then, bench.pages.home_cache)."""
+    benchmark = models.OneToOneField(Benchmark, on_delete=models.DO_NOTHING, db_constraint=False, primary_key=True,
+                                     related_name="home_version")
+    version = models.BigIntegerField()
+
+    def __str__(self):
+        return f"{self.benchmark_id}: {self.version}"

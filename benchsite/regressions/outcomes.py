@@ -13,6 +13,7 @@ from django.utils import timezone
 from benchsite.bench.lifecycle import outcome as rules
 from benchsite.bench.models import Run
 from benchsite.bench.lifecycle.signals import outcome_changed
+from benchsite.bench.pages import home_cache
 from runners import contract
 
 from . import judging
@@ -65,6 +66,7 @@ def outcomes_refresh(*, run_ids, announce=()) -> list[int]:
         word, final = rules.run_outcome(run_facts(run))
         if (word, final) != (run.outcome, run.outcome_final):
             Run.objects.filter(id=run.id).update(outcome=word, outcome_final=final)
+            home_cache.note_change(run.benchmark_id)  # an update sends no signal: the home page's version
             changed.append(run.id)
     for run_id in sorted(set(changed) | set(announce)):
         transaction.on_commit(partial(outcome_changed.send, sender=Run, run_id=run_id))

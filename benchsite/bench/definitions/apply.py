@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from benchsite.bench.models import Benchmark, EngineSource, Variant
+from benchsite.bench.pages import home_cache
 
 from benchsite.integrations.models import RepoWatch
 from benchsite.integrations.repos import RepoURLError, repo_key
@@ -189,6 +190,7 @@ def _variants_apply(benchmark: Benchmark, specs, where: str, outcome: Outcome) -
     shifted = any(v.position != target[n] for n, v in existing.items())
     if shifted:  # in the database only: the objects keep their old positions for the change list
         benchmark.variants.update(position=models.F("position") + _POSITION_SHIFT)
+        home_cache.note_change(benchmark.pk)  # an update sends no signal: the home page's order
     for i, spec in enumerate(specs):
         _variant_apply(benchmark, existing.get(spec["name"]), spec, target[spec["name"]], f"{where}.variants[{i}]",
                        outcome, must_save=shifted)

@@ -5,6 +5,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..models import Run
+from ..pages import home_cache
 from .dispatch import _release_after
 from .outcome import RunFacts, run_outcome
 from .signals import outcome_changed
@@ -19,6 +20,7 @@ def run_cancel(*, run: Run) -> bool:
         state=Run.State.CANCELLED, finished_at=timezone.now(), phase="cancelled", outcome=outcome, outcome_final=final
     )
     if updated:
+        home_cache.note_change(run.benchmark_id)  # an update sends no signal: the home page's version
         transaction.on_commit(partial(outcome_changed.send, sender=Run, run_id=run.id))
     if updated and run.task_id and run.state in Run.ACTIVE_STATES:
         # SIGTERM ends the task's process; the engine, in its own process group, dies with it

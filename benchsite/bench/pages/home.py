@@ -1,6 +1,8 @@
 """The home page's reads: per benchmark and variant the latest tok/s on its main line, its change
 against the previous commit, the latest verdict and a sparkline; and the runs that are queued or running.
-A fixed number of queries however many benchmarks, variants and runs there are."""
+A fixed number of queries however many benchmarks, variants and runs there are: two when every
+benchmark's summaries are cached (home_cache: the benchmarks with their versions, the active runs),
+four when any is recomputed (its variants and their rows besides)."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -9,6 +11,7 @@ from django.db.models import Exists, F, FilteredRelation, OuterRef, Q, Subquery
 
 from runners.contract import CORRECT, DECODE_TOK_S
 
+from . import home_cache
 from .branches import main_line
 from ..models import Benchmark, Measurement, Run, Variant
 
@@ -17,14 +20,14 @@ ACTIVE_LIMIT = 200
 
 
 def _variants_with_cutoff():
-    """Every variant, with the date of its SPARK_POINTS-th newest successful run with a decode
-    figure (None when it has fewer): found by the (variant, created_at) index, a few rows each."""
+    """Every variant in benchmark and position order, with the date of its SPARK_POINTS-th newest
+    successful run with a decode figure (None when it has fewer): found by the (variant,
+    created_at) index, a few rows each."""
     has_decode = Measurement.objects.filter(run=OuterRef("pk"), metric=DECODE_TOK_S)
     nth = (Run.objects.filter(variant=OuterRef("pk"), state=Run.State.SUCCEEDED).exclude(trigger=Run.Trigger.PULL)
            .filter(Exists(has_decode))
            .order_by("-created_at", "-id").values("created_at")[SPARK_POINTS - 1:SPARK_POINTS])
-    return (Variant.objects.select_related("benchmark__engine_source").order_by("benchmark_id", "position")
-            .annotate(cutoff=Subquery(nth)))
+    return Variant.objects.order_by("benchmark_id", "position").annotate(cutoff=Subquery(nth))
 
 
 # Variants per query: SQLite parses an OR chain as a tree as deep as its terms (1,000 at most).
@@ -80,19 +83,43 @@ outcome, and the sparkline."""
     }
 
 
-def home_benchmarks() -> list[dict]:
-    """[{benchmark, variants: [{variant, latest, previous, change, verdict, spark}], active: [Run]}]."""
-    all_variants = list(_variants_with_cutoff())
-    recent = _recent_decode_rows(all_variants)
-    variants = defaultdict(list)
-    for variant in all_variants:
-        line = main_line(variant.benchmark)  # other branches' runs are not the variant's figure
+def _compute(benchmarks: list[Benchmark], every: bool = False) -> dict[int, list[dict]]:
+    """Per benchmark id of BENCHMARKS, its variants' summaries [{variant, latest, previous, change,
+    verdict, verdict_run, outcome, outcome_final, spark}] in position order, from the raw tables
+    (EVERY: BENCHMARKS are all there are)."""
+    variants = _variants_with_cutoff()
+    if not every:
+        variants = variants.filter(benchmark_id__in=[b.pk for b in benchmarks])
+    variants = list(variants)
+    recent = _recent_decode_rows(variants)
+    lines = {b.pk: main_line(b) for b in benchmarks}
+    out = {b.pk: [] for b in benchmarks}
+    for variant in variants:
+        if variant.benchmark_id not in out:  # a benchmark made after the list was read
+            continue
+        line = lines[variant.benchmark_id]  # other branches' runs are not the variant's figure
         rows = [r for r in recent.get(variant.pk, []) if not line or r["run__branch"] == line]
-        variants[variant.benchmark_id].append({"variant": variant, **_summary(rows)})
+        out[variant.benchmark_id].append({"variant": variant, **_summary(rows)})
+    return out
+
+
+def home_benchmarks(*, cached: bool = True) -> list[dict]:
+    """[{benchmark, variants: [{variant, latest, previous, change, verdict, spark, ...}], active: [Run]}]:
+    the variants' summaries from the cache where their benchmark's data did not change since
+    (home_cache; CACHED False: every one from the raw tables, the cache neither read nor written),
+    the active runs read every time."""
+    benchmarks = list(home_cache.with_versions(Benchmark.objects.order_by("name")))
+    if cached:
+        summaries = home_cache.summaries(
+            benchmarks, lambda missing: _compute(missing, every=len(missing) == len(benchmarks)))
+    else:
+        summaries = _compute(benchmarks, every=True)
+    for b in benchmarks:
+        for s in summaries[b.pk]:
+            s["variant"].benchmark = b  # left out of the cached entry
     active = defaultdict(list)
     runs = (Run.objects.filter(state__in=[Run.State.QUEUED, *Run.ACTIVE_STATES])
             .select_related("variant").order_by("created_at", "id")[:ACTIVE_LIMIT])
     for run in runs:
         active[run.benchmark_id].append(run)
-    return [{"benchmark": b, "variants": variants[b.pk], "active": active[b.pk]}
-            for b in Benchmark.objects.order_by("name")]
+    return [{"benchmark": b, "variants": summaries[b.pk], "active": active[b.pk]} for b in benchmarks]
