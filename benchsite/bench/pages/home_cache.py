@@ -26,12 +26,13 @@ from collections.abc import Callable, Iterable
 
 from django.core.cache import cache
 from django.db.models import F
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete
 
 from runners.contract import CORRECT, DECODE_TOK_S
 
+from . import write_watch
 from .branches import main_line
-from ..models import Benchmark, HomeVersion, Measurement, Run, Variant
+from ..models import Benchmark, HomeVersion
 
 log = logging.getLogger(__name__)
 
@@ -109,43 +110,10 @@ def summaries(benchmarks: list[Benchmark], compute: Callable[[list[Benchmark]], 
 # --- the writes that signal ------------------------------------------------------------------
 
 
-def _measurement_saved(sender, instance: Measurement, **kwargs) -> None:
-    if instance.metric not in HOME_METRICS:
-        return
-    run = instance._state.fields_cache.get("run")
-    note_change(run.benchmark_id if run is not None else
-                Run.objects.filter(pk=instance.run_id).values_list("benchmark_id", flat=True).first())
-
-
-def _run_saved(sender, instance: Run, created: bool, update_fields=None, **kwargs) -> None:
-    # Only succeeded runs are summarized: a save changes the page when the run is (or was) one.
-    if created:
-        changed = instance.state == Run.State.SUCCEEDED
-    elif update_fields is None:  # the admin, a test: the state before is unknown
-        changed = True
-    else:
-        changed = "state" in update_fields or (instance.state == Run.State.SUCCEEDED
-                                               and bool(HOME_RUN_FIELDS & set(update_fields)))
-    if changed:
-        note_change(instance.benchmark_id)
-
-
-def _run_deleted(sender, instance: Run, **kwargs) -> None:
-    note_change(instance.benchmark_id)
-
-
-def _variant_changed(sender, instance: Variant, **kwargs) -> None:
-    note_change(instance.benchmark_id)
-
-
 def _benchmark_deleted(sender, instance: Benchmark, **kwargs) -> None:
     HomeVersion.objects.filter(benchmark_id=instance.pk).delete()  # its runs' deletions may have written it
 
 
 def connect() -> None:
-    post_save.connect(_measurement_saved, sender=Measurement, dispatch_uid="home_measurement_saved")
-    post_save.connect(_run_saved, sender=Run, dispatch_uid="home_run_saved")
-    post_delete.connect(_run_deleted, sender=Run, dispatch_uid="home_run_deleted")
-    post_save.connect(_variant_changed, sender=Variant, dispatch_uid="home_variant_saved")
-    post_delete.connect(_variant_changed, sender=Variant, dispatch_uid="home_variant_deleted")
+    write_watch.connect_watch(note_change, name="home", run_fields=HOME_RUN_FIELDS, metrics=HOME_METRICS)
     post_delete.connect(_benchmark_deleted, sender=Benchmark, dispatch_uid="home_benchmark_deleted")
