@@ -59,10 +59,9 @@ def note_change(benchmark_id: int | None) -> None:
                                         ignore_conflicts=True)  # a concurrent first write made it: as new
 
 
-def note_changes(benchmark_ids: Iterable[int] | None = None) -> int:
-    """A new version for each of BENCHMARK_IDS (every benchmark when None): after writes that send no
-    signals. Returns how many."""
-    ids = sorted(set(Benchmark.objects.values_list("id", flat=True) if benchmark_ids is None else benchmark_ids))
+def note_changes(benchmark_ids: Iterable[int]) -> int:
+    """A new version for each of BENCHMARK_IDS: after writes that send no signals. Returns how many."""
+    ids = sorted(set(benchmark_ids))
     for benchmark_id in ids:
         note_change(benchmark_id)
     return len(ids)

@@ -78,12 +78,12 @@ def run_reproduce(*, run: Run) -> dict:
     """The job spec as JSON and the command that runs it with the runners alone: the spec the
     run was sent (kept from its trigger on), or for a run from before specs were kept (or an
     imported one) its spec rebuilt from the benchmark as it is now, which `note` says."""
-    sent = jobspec.spec_sent(run)
-    spec = sent if sent is not None else jobspec.spec_rebuilt(run)
+    spec = jobspec.run_spec(run)
+    as_sent = run.kept_spec_id is not None
     spec_name = f"run-{run.pk}-spec.json"
     command = shlex.join(["python", "-m", "runners", "execute", spec_name, "--out", f"run-{run.pk}-result.json"])
     return {"spec_json": json.dumps(spec, indent=2, sort_keys=True), "spec_name": spec_name, "command": command,
-            "model": spec["model"], "as_sent": sent is not None, "note": "" if sent is not None else REBUILT_NOTE}
+            "model": spec["model"], "as_sent": as_sent, "note": "" if as_sent else REBUILT_NOTE}
 
 
 # The run page's table of workload points: (heading, metric, the metric whose unit it reads in).
