@@ -243,7 +243,7 @@ def _concurrent_streams(api: CompletionClient, model: str, prompt: str, max_toke
     each with its own cache_salt: no stream reads another's cached prefix."""
     body = _request_body(model, prompt, max_tokens, fresh_prefix=True)
     t0 = time.perf_counter()
-    records = run_round(api, body, concurrency, timeout_s)
+    records = run_round(api, [body] * concurrency, timeout_s)
     return {"concurrency": concurrency, "completion_tokens": [r["n_tokens"] for r in records],
             "prompt_tokens": [r["prompt_tokens"] for r in records], "seconds": round(time.perf_counter() - t0, 4)}
 

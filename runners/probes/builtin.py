@@ -69,6 +69,7 @@ def decode_measurements(decode: dict) -> list[dict]:
                 "host": decode.get("host"),
                 "repeats_made": decode.get("repeats_made", len(samples)),
                 "repeats_clean": decode.get("repeats_clean"),
+                "prefill": decode.get("prefill"),
             },
         ), "sample_flags": [s.get("flag", "") for s in samples]},
         {**measurement(TTFT_MS, decode["ttft_ms"], samples=[s["ttft_ms"] for s in samples]),
@@ -103,6 +104,11 @@ def _engine_log(ctx: ProbeContext) -> str:
     return Path(path).read_text(errors="replace") if path is not None and Path(path).is_file() else ""
 
 
+PRIMED_NOTE = ("steady decode at {points}: each stream's prompt was prefilled before its timed request and served "
+               "from the prefix cache (prefill 'primed'); the TTFT there is the cold prefill of all the streams' "
+               "prompts sent at once")
+
+
 class DecodeProbe(ProbeBase):
     """Streamed greedy decode at each workload point, in one engine start: tok/s, TTFT,
     inter-token latency (every job). The first point's document is decode.json (and what later
@@ -116,7 +122,7 @@ class DecodeProbe(ProbeBase):
     def run(self, ctx: ProbeContext) -> ProbeOutput:
         several = len(ctx.spec.workloads) > 1  # a single point runs as it always did: its errors fail the job
         kv_tokens = workloads.kv_capacity_tokens(_engine_log(ctx)) if several else None
-        out, first = ProbeOutput(), ctx.spec.default_point
+        out, first, primed = ProbeOutput(), ctx.spec.default_point, []
         for point in ctx.spec.workloads:
             skipped = several and workloads.skip_reason(point, args=ctx.engine_args, kv_tokens=kv_tokens)
             if skipped:
@@ -125,8 +131,11 @@ class DecodeProbe(ProbeBase):
             decode = measure_point(ctx, point)
             out.measurements += [replace(m, point=point.id) for m in _typed(decode_measurements(decode))]
             out.artifacts.append(_json_artifact("decode.json" if point == first else f"decode-{point.id}.json", decode))
+            primed += [point.id] if decode.get("prefill") == "primed" else []
             if point == first:
                 out.raw = decode
+        if primed:
+            out.notes.append(PRIMED_NOTE.format(points=", ".join(primed)))
         return out
 
 
@@ -159,7 +168,7 @@ class AllreduceProbe(ProbeBase):
     def run(self, ctx: ProbeContext) -> ProbeOutput:
         several = len(ctx.spec.workloads) > 1
         kv_tokens = workloads.kv_capacity_tokens(_engine_log(ctx)) if several else None
-        out, first = ProbeOutput(), ctx.spec.default_point
+        out, first, primed = ProbeOutput(), ctx.spec.default_point, []
         for point in ctx.spec.workloads:
             if several and workloads.skip_reason(point, args=ctx.engine_args, kv_tokens=kv_tokens):
                 continue  # the decode probe's note says why

@@ -21,6 +21,10 @@ HISTOGRAMS = {
     "ttft": ("vllm:time_to_first_token_seconds",),
 }
 GENERATION_TOKENS = "vllm:generation_tokens_total"
+# Counters of prompt tokens looked up in and served from the prefix cache (vLLM V1; they do not
+# move where prefix caching is off): how the primed streams' prompts were served.
+COUNTERS = {"prefix_cache_queries": "vllm:prefix_cache_queries_total",
+            "prefix_cache_hits": "vllm:prefix_cache_hits_total"}
 # How long to wait for the server's histograms to include the last measured request.
 METRICS_SETTLE_S = 2.0
 
@@ -53,7 +57,7 @@ def scrape_server_metrics(api: CompletionClient, *, model: str | None = None, ti
     """Read vLLM's `/metrics`. Never raises: on failure `available` is False and `error` says why.
 
     Returns {"available": bool, "error": str|None, "histograms": {key: {"metric", "sum",
-    "count"}}, "generation_tokens": float|None}.
+    "count"}}, "generation_tokens": float|None, "counters": {key of COUNTERS: value}}.
     """
     url = api.url("/metrics")
     try:
@@ -70,7 +74,8 @@ def scrape_server_metrics(api: CompletionClient, *, model: str | None = None, ti
     gen = totals.get(GENERATION_TOKENS)
     if not histograms and gen is None:
         return {"available": False, "error": f"GET {url}: no vllm:* histograms in the answer"}
-    return {"available": True, "error": None, "histograms": histograms, "generation_tokens": gen}
+    counters = {key: totals[name] for key, name in COUNTERS.items() if name in totals}
+    return {"available": True, "error": None, "histograms": histograms, "generation_tokens": gen, "counters": counters}
 
 
 def hist_delta(before: dict, after: dict, key: str) -> tuple[float, float] | None:
@@ -80,6 +85,33 @@ def hist_delta(before: dict, after: dict, key: str) -> tuple[float, float] | Non
     if not a or not b:
         return None
     return a["sum"] - b["sum"], a["count"] - b["count"]
+
+
+def counter_delta(before: dict, after: dict, key: str) -> float | None:
+    """What counter KEY (of COUNTERS) gained between two scrapes, or None if either lacks it."""
+    b, a = before.get("counters", {}).get(key), after.get("counters", {}).get(key)
+    return None if a is None or b is None else a - b
+
+
+def joined_windows(pairs: list[tuple[dict, dict]]) -> tuple[dict, dict]:
+    """Scrapes (before, after) of several windows as one (before, after) pair whose deltas are the
+    windows' deltas summed (histograms and COUNTERS): what was counted between the windows (the
+    priming requests of a round, say) is left out. An unavailable scrape makes `after` that scrape."""
+    first = pairs[0][0]
+    for b, a in pairs:
+        if not (b.get("available") and a.get("available")):
+            return first, (a if not a.get("available") else b)
+    after = {"available": True, "error": None, "histograms": {}, "counters": {}, "generation_tokens": None}
+    for key, h in first["histograms"].items():
+        deltas = [hist_delta(b, a, key) for b, a in pairs]
+        if all(deltas):
+            after["histograms"][key] = {"metric": h["metric"], "sum": h["sum"] + sum(d[0] for d in deltas),
+                                        "count": h["count"] + sum(d[1] for d in deltas)}
+    for key, value in first.get("counters", {}).items():
+        deltas = [counter_delta(b, a, key) for b, a in pairs]
+        if all(d is not None for d in deltas):
+            after["counters"][key] = value + sum(deltas)
+    return first, after
 
 
 def settled_metrics(api: CompletionClient, model: str, before: dict, repeats: int) -> dict:

@@ -16,6 +16,23 @@ prefix between them or across repeats, so each stream's prefill and KV-cache rea
 shared prefix through cascade attention: a best case, not N contexts). At concurrency 1 this is measure_decode
 itself (extra repeats, per-repeat engine ITL and all), with the keys below added.
 
+PREFILL says where the streams' prefills run. `inline`: inside the round, so with several long
+contexts the streams that decode first share their steps with the chunks of those still
+prefilling (decode under concurrent prefill: on an H200, c16-p32768 read ITL p50 20.7 ms against
+5.7 alone). `primed`: each round first sends every stream's prompt with its own salt and
+max_tokens 1 (the primes, all at once), then the timed streams with the same salts, whose prompts
+the prefix cache then serves: every stream decodes from its first token on, over its own context,
+in steady state. A primed round's TTFT is its prime's (the cold prefill of N prompts sent
+together: what `inline` calls TTFT), each stream keeps the timed request's own as
+`cached_ttft_ms`, and `prefix_cache` says how many of the timed streams' prompt tokens vLLM looked
+up and found (its `vllm:prefix_cache_*` counters over the timed rounds); under half found (prefix
+caching off, prompts shorter than two KV blocks, primes evicted) is a warning, since the prefills
+then ran inside the timed window after all. `auto` (the default) primes a closed-loop point of several streams with
+PROMPT_TOKENS and leaves the rest inline: one stream's prefill is over before its first token, and
+open-loop arrivals (REQUEST_RATE) measure serving, where prefill and decode share the steps.
+With /metrics, the server's figures are read per timed round (before it and after it), so the
+primes are in none of them.
+
 The result keeps the single-stream probe's keys (`decode_tok_s`, `ttft_ms`, `itl_ms` with
 p50/p90/p99 pooled over clean streams, `samples`, `warnings`, ...) and always has:
   decode_tok_s          median of the clean streams' rates over all timed repeats
@@ -28,7 +45,7 @@ p50/p90/p99 pooled over clean streams, `samples`, `warnings`, ...) and always ha
   ttft_ms_percentiles   p50/p90/p99 of the clean streams' TTFT (ttft_ms: their median)
   streams               one object per timed stream: repeat, stream, decode_tok_s, ttft_ms, n_tokens,
                         flags {flag, ttft_flag, held_back} (the single-stream probe's flags)
-  concurrency, prompt_tokens (as the server counted it), prompt_tokens_requested
+  concurrency, prompt_tokens (as the server counted it), prompt_tokens_requested, prefill
 At concurrency N `samples` hold every stream, repeat-major (sample i is stream i % N of repeat
 i // N), `repeats_made` counts rounds, `repeats_clean` the rounds whose streams are all clean and
 `streams_clean` the clean streams; no extra rounds are
@@ -40,6 +57,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 
 import httpx
 
@@ -49,11 +67,12 @@ from runners.probes.client import CompletionClient, ProbeError
 from runners.probes.decode import (DEFAULT_PROMPT, SERVER_DISAGREEMENT_WARN, _analyze, _compare_with_server, _flag_server_disagreement,
                                    _jsonable, _request_body, _sample, _server_block, _stream_once, _summary,
                                    measure_decode)
-from runners.probes.metrics import scrape_server_metrics, settled_metrics
+from runners.probes.metrics import counter_delta, joined_windows, scrape_server_metrics, settled_metrics
 from runners.probes.prompts import exact_prompt
 
 MAX_CONCURRENCY = 1024
 MAX_REQUEST_RATE = 10_000.0  # requests a second
+PREFILL_MODES = ("auto", "primed", "inline")
 
 
 def check_point(*, concurrency: int, prompt_tokens: int | None, max_tokens: int, repeats: int, warmup: int,
@@ -73,16 +92,31 @@ def check_point(*, concurrency: int, prompt_tokens: int | None, max_tokens: int,
         raise ValueError("repeats must be >= 1 and warmup >= 0")
 
 
+def prefill_mode(prefill: str, *, concurrency: int, prompt_tokens: int | None,
+                 request_rate: float | None) -> str:
+    """`primed` or `inline` for the point (module doc); ValueError for a mode it cannot have."""
+    if prefill not in PREFILL_MODES:
+        raise ValueError(f"prefill must be one of {', '.join(PREFILL_MODES)}, got {prefill!r}")
+    can_prime = concurrency > 1 and prompt_tokens is not None and request_rate is None
+    if prefill == "auto":
+        return "primed" if can_prime else "inline"
+    if prefill == "primed" and not can_prime:
+        raise ValueError("prefill 'primed' needs prompt_tokens (each stream's own context to prime), "
+                         "concurrency above 1 and no request_rate")
+    return prefill
+
+
 def measure_point(*, base_url: str, model: str, max_tokens: int, repeats: int, warmup: int = 1,
                   concurrency: int = 1, prompt: str = DEFAULT_PROMPT, prompt_tokens: int | None = None,
-                  request_rate: float | None = None, timeout_s: float = 120,
+                  request_rate: float | None = None, prefill: str = "auto", timeout_s: float = 120,
                   client: httpx.Client | None = None) -> dict:
     """Decode at CONCURRENCY streams; with PROMPT_TOKENS the prompt is PROMPT's text cut to exactly
     that many tokens by the server's tokenizer (runners.probes.prompts); with REQUEST_RATE the
-    streams arrive open-loop. CLIENT, when given, must pool at least CONCURRENCY connections
-    (httpx pools 100 by default). See the module doc."""
+    streams arrive open-loop; PREFILL: where their prefills run. CLIENT, when given, must pool at
+    least CONCURRENCY connections (httpx pools 100 by default). See the module doc."""
     check_point(concurrency=concurrency, prompt_tokens=prompt_tokens, max_tokens=max_tokens, repeats=repeats,
                 warmup=warmup, request_rate=request_rate)
+    mode = prefill_mode(prefill, concurrency=concurrency, prompt_tokens=prompt_tokens, request_rate=request_rate)
     built = None
     if prompt_tokens is not None:
         with CompletionClient(base_url, timeout_s=timeout_s, client=client) as api:
@@ -95,8 +129,9 @@ def measure_point(*, base_url: str, model: str, max_tokens: int, repeats: int, w
         result = with_stream_keys(measure_decode(**args, client=client, fresh_prefix=fresh))
     else:
         result = _measure_concurrent(**args, concurrency=concurrency, client=client, request_rate=request_rate,
-                                     fresh_prefix=fresh)
+                                     fresh_prefix=fresh, primed=mode == "primed")
     result["fresh_prefix"] = fresh
+    result["prefill"] = mode
     result["prompt_tokens_requested"] = prompt_tokens
     result["request_rate"] = request_rate
     if built is not None:
@@ -124,9 +159,12 @@ def with_stream_keys(result: dict) -> dict:
 
 
 def _stream_entry(s: dict, repeat: int, stream: int, prompt_tokens: int | None) -> dict:
-    return {"repeat": repeat, "stream": stream, "decode_tok_s": s["decode_tok_s"], "ttft_ms": s["ttft_ms"],
-            "n_tokens": s["n_tokens"], "prompt_tokens": prompt_tokens, "response_id": s.get("response_id"),
-            "flags": {"flag": s["flag"], "ttft_flag": s["ttft_flag"], "held_back": s["held_back"]}}
+    entry = {"repeat": repeat, "stream": stream, "decode_tok_s": s["decode_tok_s"], "ttft_ms": s["ttft_ms"],
+             "n_tokens": s["n_tokens"], "prompt_tokens": prompt_tokens, "response_id": s.get("response_id"),
+             "flags": {"flag": s["flag"], "ttft_flag": s["ttft_flag"], "held_back": s["held_back"]}}
+    if "cached_ttft_ms" in s:
+        entry["cached_ttft_ms"] = s["cached_ttft_ms"]
+    return entry
 
 
 def arrival_offsets(concurrency: int, request_rate: float, seed: int) -> list[float]:
@@ -139,11 +177,12 @@ def arrival_offsets(concurrency: int, request_rate: float, seed: int) -> list[fl
     return offsets
 
 
-def run_round(api: CompletionClient, body: dict, concurrency: int, timeout_s: float,
+def run_round(api: CompletionClient, bodies: list[dict], timeout_s: float,
               arrivals: list[float] | None = None) -> list[dict]:
-    """CONCURRENCY streams started together (a barrier releases their threads at once), or each
-    at its offset in ARRIVALS (seconds after the release); their raw records in start order. The
-    first failure is raised once every stream has ended."""
+    """One stream per request body, started together (a barrier releases their threads at once),
+    or each at its offset in ARRIVALS (seconds after the release); their raw records in start
+    order. The first failure is raised once every stream has ended."""
+    concurrency = len(bodies)
     records: list[dict | None] = [None] * concurrency
     errors: list[BaseException] = []
     gate = threading.Barrier(concurrency, timeout=timeout_s)
@@ -153,7 +192,7 @@ def run_round(api: CompletionClient, body: dict, concurrency: int, timeout_s: fl
             gate.wait()
             if arrivals:
                 time.sleep(max(0.0, released + arrivals[i] - time.perf_counter()))
-            records[i] = _stream_once(api, body, timeout_s)
+            records[i] = _stream_once(api, bodies[i], timeout_s)
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
             errors.append(e)
             gate.abort()
@@ -188,41 +227,72 @@ def _http_client(concurrency: int, timeout_s: float) -> httpx.Client:
                         limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
 
 
+def _round_bodies(body: dict, concurrency: int, primed: bool) -> list[dict]:
+    """The timed requests of a round: BODY for every stream, or, PRIMED, each with a salt of its own
+    that its prime shares (a fresh-prefix BODY otherwise draws a new salt per request)."""
+    if not primed:
+        return [body] * concurrency
+    return [{**body, "cache_salt": uuid.uuid4().hex} for _ in range(concurrency)]
+
+
+def _prime(api: CompletionClient, bodies: list[dict], timeout_s: float) -> list[float]:
+    """Send every body's prompt with max_tokens 1, all at once: each stream's context is in the
+    prefix cache for its timed request. The primes' TTFTs in ms."""
+    records = run_round(api, [{**b, "max_tokens": 1} for b in bodies], timeout_s)
+    return [(r["chunks"][0]["t"] - r["t_send"]) * 1e3 for r in records]
+
+
 def _timed_rounds(api: CompletionClient, body: dict, model: str, concurrency: int, repeats: int,
-                  warmup: int, timeout_s: float, request_rate: float | None = None,
-                  ) -> tuple[list[list[dict]], dict, dict, list[dict]]:
-    """Warmup rounds, then REPEATS timed ones: the analyzed streams of each, the /metrics scrapes
-    around the timed rounds and the host samples (one before each round, one after the last)."""
+                  warmup: int, timeout_s: float, request_rate: float | None = None, primed: bool = False,
+                  ) -> tuple[list[list[dict]], list[tuple[dict, dict]], list[dict]]:
+    """Warmup rounds, then REPEATS timed ones (each PRIMED first, when asked): the analyzed streams
+    of each (a primed one with its prime's `prime_ttft_ms`), the /metrics scrapes before and
+    after each timed round, and the host samples (one before each timed round, one after the last)."""
     def arrivals(seed: int) -> list[float] | None:
         return arrival_offsets(concurrency, request_rate, seed) if request_rate else None
 
     for i in range(warmup):
-        run_round(api, body, concurrency, timeout_s, arrivals(-1 - i))
-    before = scrape_server_metrics(api, model=model)
-    rounds, samples = [], [host.sample()]
+        bodies = _round_bodies(body, concurrency, primed)
+        if primed:
+            _prime(api, bodies, timeout_s)
+        run_round(api, bodies, timeout_s, arrivals(-1 - i))
+    scrape = scrape_server_metrics(api, model=model)
+    rounds, windows, samples = [], [], []
     for i in range(repeats):
-        records = run_round(api, body, concurrency, timeout_s, arrivals(i))
+        bodies = _round_bodies(body, concurrency, primed)
+        primes = _prime(api, bodies, timeout_s) if primed else [None] * concurrency
+        if primed and scrape["available"]:  # the primes' figures land before the timed round's window
+            scrape = settled_metrics(api, model, scrape, concurrency)
         samples.append(host.sample())
-        where = {"host_loop_ms": samples[-2]["loop_ms"], "host_steal": host.steal_between(samples[-2], samples[-1])}
-        rounds.append([{**_analyze(rec), **where, "raw_chunks": rec["chunks"]} for rec in records])
-    after = settled_metrics(api, model, before, concurrency * repeats) if before["available"] else before
-    return rounds, before, after, samples
+        records = run_round(api, bodies, timeout_s, arrivals(i))
+        after = settled_metrics(api, model, scrape, concurrency) if scrape["available"] else scrape
+        windows.append((scrape, after))
+        scrape = after
+        end = host.sample()
+        where = {"host_loop_ms": samples[-1]["loop_ms"], "host_steal": host.steal_between(samples[-1], end)}
+        rounds.append([{**_analyze(rec), **where, "raw_chunks": rec["chunks"], "prime_ttft_ms": ttft}
+                       for rec, ttft in zip(records, primes)])
+    samples.append(end)
+    return rounds, windows, samples
 
 
 def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: int, repeats: int, warmup: int,
                         timeout_s: float, concurrency: int, client: httpx.Client | None,
-                        request_rate: float | None = None, fresh_prefix: bool = False) -> dict:
+                        request_rate: float | None = None, fresh_prefix: bool = False, primed: bool = False) -> dict:
     body = _request_body(model, prompt, max_tokens, fresh_prefix)
     http = client or _http_client(concurrency, timeout_s)
     try:
         with CompletionClient(base_url, timeout_s=timeout_s, client=http) as api:
-            rounds, before, after, host_samples = _timed_rounds(api, body, model, concurrency, repeats, warmup,
-                                                                timeout_s, request_rate)
+            rounds, windows, host_samples = _timed_rounds(api, body, model, concurrency, repeats, warmup,
+                                                          timeout_s, request_rate, primed)
     finally:
         if client is None:
             http.close()
+    before, after = joined_windows(windows)
     runs = [s for r in rounds for s in r]
     warnings: list[str] = []
+    if primed:
+        _primed_ttft(runs)
     server = _server_block(before, after, runs, len(runs), warnings)
     used = _usable_streams(rounds, warnings)
     result = _summary(runs, used, warnings, base=api.base_url, model=model, max_tokens=max_tokens,
@@ -231,6 +301,8 @@ def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: i
     result["server_metrics_available"] = bool(before["available"] and after.get("available"))
     if request_rate:
         result["arrivals_s"] = [arrival_offsets(concurrency, request_rate, i) for i in range(repeats)]
+    if primed:
+        result["prefix_cache"] = _prefix_cache(before, after, warnings)
     result["host"] = host.summary(host_samples, [a for a in result["aggregate_tok_s_per_repeat"] if a])
     if result["host"]["unsteady"]:
         warnings.append(result["host"]["unsteady"])
@@ -243,6 +315,28 @@ def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: i
             for entry, sample in zip(result["streams"], result["samples"]):
                 entry["flags"]["flag"] = sample["flag"]
     return _jsonable(result)
+
+
+def _primed_ttft(runs: list[dict]) -> None:
+    """A primed stream's TTFT is its prime's (the cold prefill); the timed request's first token,
+    served from the prefix cache, is kept as `cached_ttft_ms`. A prime's one chunk cannot show a
+    hold, so the TTFT is flagged only with the stream."""
+    for s in runs:
+        s["cached_ttft_ms"], s["ttft_ms"], s["ttft_flag"] = s["ttft_ms"], s["prime_ttft_ms"], s["flag"]
+
+
+def _prefix_cache(before: dict, after: dict, warnings: list[str]) -> dict:
+    """The timed streams' prompt tokens vLLM looked up in its prefix cache and found there; a
+    warning when it found under half of them (module doc): a prompt of two KV blocks or more has
+    all but its last partial block found."""
+    queries, hits = (counter_delta(before, after, k) for k in ("prefix_cache_queries", "prefix_cache_hits"))
+    if hits is None or queries is None:
+        return {"queries": None, "hits": None}
+    if not queries or hits < queries / 2:
+        warnings.append(f"the prefix cache served {hits:g} of the {queries:g} prompt tokens the timed streams looked "
+                        "up (prefix caching off, prompts shorter than two KV blocks, or primes evicted?): their "
+                        "prefills ran inside the timed window, as with prefill 'inline'")
+    return {"queries": queries, "hits": hits}
 
 
 def _usable_streams(rounds: list[list[dict]], warnings: list[str]) -> list[dict]:

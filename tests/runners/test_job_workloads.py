@@ -55,7 +55,8 @@ def test_measure_point_is_the_one_place_a_multi_stream_probe_plugs_in(tmp_path, 
         args.append(ctx.engine_args)
         if point.concurrency == 1:
             return original(ctx, point)
-        return {**original(ctx, builtin.WorkloadPoint(max_tokens=point.max_tokens)), "streams": point.concurrency}
+        return {**original(ctx, builtin.WorkloadPoint(max_tokens=point.max_tokens)), "streams": point.concurrency,
+                "prefill": "primed"}
 
     monkeypatch.setattr(builtin, "measure_point", wired)
     spec = {**SPEC, "workloads": [{"max_tokens": 4}, {"concurrency": 8, "prompt_tokens": 16, "max_tokens": 4},
@@ -63,7 +64,9 @@ def test_measure_point_is_the_one_place_a_multi_stream_probe_plugs_in(tmp_path, 
             "engine_args": ["--max-model-len", "1024"]}
     result = run_job(spec, work_dir=tmp_path / "work")
     assert measured == ["c1-p0-m4", "c8-p16-m4"]  # the third exceeds --max-model-len: never sent
-    assert result.notes == ["point c8-p4000-m4 skipped: 4004 tokens per request exceed --max-model-len 1024"]
+    assert result.notes == ["point c8-p4000-m4 skipped: 4004 tokens per request exceed --max-model-len 1024",
+                            builtin.PRIMED_NOTE.format(points="c8-p16-m4")]  # the points measured in steady decode
+    assert result.measurement("decode_tok_s", "c8-p16-m4").details["prefill"] == "primed"
     assert {m.point for m in result.measurements} == {"c1-p0-m4", "c8-p16-m4"}
     assert args[0] == ["--max-model-len", "1024", "--max-num-seqs", "8"]  # sized from the points, the context kept
 

@@ -134,17 +134,69 @@ def test_prompt_of_an_exact_token_length(token_server):
     assert result["prompt_tokens"] == result["prompt_tokens_requested"] == 50
     assert [s["prompt_tokens"] for s in result["streams"]] == [50, 50]
     assert not [w for w in result["warnings"] if "prompt tokens" in w]
-    # one prompt, but no request may reuse another's cached prefix: a salt of its own each
-    salts = [r["request"]["cache_salt"] for r in token_server.log(**sc) if r["chunks"]]
-    assert len(salts) == 4 and len(set(salts)) == 4 and all(len(salt) == 32 for salt in salts)
-    assert result["fresh_prefix"] is True
+    # one prompt, but no stream may reuse another's cached prefix: a salt of its own each, which
+    # only its prime (sent just before it, one token) shares
+    log = token_server.log(**sc)
+    salts = [r["request"]["cache_salt"] for r in log]
+    assert len(log) == 8 and len(set(salts)) == 4 and all(len(salt) == 32 for salt in salts)
+    for salt in set(salts):
+        prime, timed = [r for r in log if r["request"]["cache_salt"] == salt]
+        assert len(prime["gen"]) == 1 and len(timed["gen"]) == 16 and prime["recv"] < timed["recv"]
+    assert result["fresh_prefix"] is True and result["prefill"] == "primed"
     single = measure_point(base_url=token_server.url(**sc), model=MODEL, max_tokens=16, repeats=1, warmup=1,
                            prompt_tokens=50)
-    assert single["fresh_prefix"] is True and single["concurrency"] == 1
+    assert single["fresh_prefix"] is True and single["concurrency"] == 1 and single["prefill"] == "inline"
     plain = measure_point(base_url=token_server.url(cadences="3_3", tag="no-salt"), model=MODEL, max_tokens=16,
                           repeats=1, warmup=0, concurrency=2)
     assert plain["fresh_prefix"] is False
     assert [r["request"]["cache_salt"] for r in token_server.log(cadences="3_3", tag="no-salt")] == [None, None]
+
+
+# ------------------------------------------------------------------ where the prefills run
+
+
+def test_primed_streams_decode_at_their_pace_while_inline_ones_share_their_steps_with_prefills(token_server):
+    """Four streams of a 40-token prompt, a token every 5 ms, each uncached prefill 40 ms and one at a
+    time, every other stream's token taking twice as long while one runs (chunked prefill). Inline,
+    the streams that start first decode through the others' prefills: the median stream reads about
+    8% slow and the first about 17%. Primed, every timed stream finds its prompt in the prefix cache
+    and decodes at its own pace, the TTFT is the primes' (the cold prefill of four prompts at once),
+    and the server's figures cover the timed streams alone."""
+    common = dict(model=MODEL, max_tokens=48, repeats=2, warmup=0, concurrency=4, prompt_tokens=40)
+    sc = dict(cadences="5_5_5_5", prefill_ms=1.0, prefill_slow=1.0, metrics=1)
+    inline = measure_point(base_url=token_server.url(**sc, tag="inline"), prefill="inline", **common)
+    primed = measure_point(base_url=token_server.url(**sc, tag="primed"), **common)
+    assert (inline["prefill"], primed["prefill"]) == ("inline", "primed")
+    assert inline["decode_tok_s"] < 190 and inline["slowest_stream_tok_s"] < 175
+    assert primed["decode_tok_s"] == pytest.approx(200, rel=0.01)
+    assert primed["slowest_stream_tok_s"] == pytest.approx(200, rel=0.03)
+    assert primed["aggregate_tok_s"] == pytest.approx((4 * 48 - 1) / (47 * 0.005), rel=0.02)
+    ttfts = sorted(s["ttft_ms"] for s in primed["streams"] if s["repeat"] == 0)
+    assert ttfts[0] > 55 and ttfts[-1] > 170  # 40 ms of prefill each, queued, then the 20 ms ttft
+    assert primed["ttft_ms_percentiles"]["p90"] > 140
+    assert stats.median([s["cached_ttft_ms"] for s in primed["streams"]]) < 45
+    # the timed windows hold the 8 timed streams of 40 prompt tokens, all but the last token found
+    assert primed["prefix_cache"] == {"queries": 2 * 4 * 40, "hits": 2 * 4 * 39}
+    assert primed["server_metrics"]["requests"] == 8 and primed["server_metrics"]["decode_tok_s"] > 0
+    assert not [w for w in primed["warnings"] if "server counted" in w or "prefix cache" in w]
+
+
+def test_primed_streams_without_a_prefix_cache_are_said_to_include_their_prefills(token_server):
+    sc = dict(cadences="5_5", prefill_ms=0.5, prefix_cache=0, metrics=1, tag="no-prefix-cache")
+    result = measure_point(base_url=token_server.url(**sc), model=MODEL, max_tokens=16, repeats=1, warmup=0,
+                           concurrency=2, prompt_tokens=20, prefill="primed")
+    assert result["prefix_cache"] == {"queries": 0, "hits": 0}
+    assert any("the prefix cache served 0 of the 0 prompt tokens the timed streams looked up" in w
+               for w in result["warnings"])
+
+
+@pytest.mark.parametrize("kwargs", [dict(concurrency=1, prompt_tokens=20), dict(concurrency=2),
+                                    dict(concurrency=2, prompt_tokens=20, request_rate=5.0)])
+def test_prefill_primed_needs_several_closed_loop_streams_with_a_prompt(kwargs):
+    with pytest.raises(ValueError, match="prefill 'primed' needs prompt_tokens"):
+        measure_point(base_url="http://127.0.0.1:9", model=MODEL, max_tokens=8, repeats=1, prefill="primed", **kwargs)
+    with pytest.raises(ValueError, match="prefill must be one of auto, primed, inline"):
+        measure_point(base_url="http://127.0.0.1:9", model=MODEL, max_tokens=8, repeats=1, prefill="early")
 
 
 def test_a_prompt_longer_than_the_context_fails_before_any_timed_request(token_server):
@@ -213,6 +265,14 @@ def test_cli_at_concurrency_prints_the_point_keys(token_server):
     assert {"repeat", "decode_tok_s", "ttft_ms", "flags"} <= set(result["streams"][0])
 
 
+def test_cli_refuses_primed_prefill_for_one_stream_with_exit_2(token_server):
+    sc = dict(tag="cli-primed-one")
+    proc = _cli("--base-url", token_server.url(**sc), "--model", MODEL, "--max-tokens", "8", "--repeats", "1",
+                "--prompt-tokens", "12", "--prefill", "primed", "--json")
+    assert proc.returncode == 2 and proc.stdout == "" and "prefill 'primed' needs" in proc.stderr
+    assert token_server.log(**sc) == []
+
+
 @pytest.mark.parametrize("value", ["0", "1025"])
 def test_cli_refuses_bad_concurrency_with_exit_2_before_any_request(token_server, value):
     sc = dict(tag=f"cli-bad-{value}")
@@ -227,11 +287,14 @@ def test_cli_refuses_bad_concurrency_with_exit_2_before_any_request(token_server
 
 
 @pytest.mark.engine
-def test_real_engine_at_concurrency_two_with_a_32_token_prompt(shared_engine):
-    """vLLM's own /tokenize builds the prompt; both streams carry exactly max_tokens tokens."""
+def test_real_engine_at_concurrency_two_with_a_160_token_prompt(shared_engine):
+    """vLLM's own /tokenize builds the prompt; both streams carry exactly max_tokens tokens; each
+    timed stream finds its primed prompt in vLLM's prefix cache (the CPU engine's KV blocks are 128
+    tokens: one full block of the 160 is cached, the rest recomputed)."""
     result = measure_point(base_url=shared_engine.base_url, model="bench-model", max_tokens=12, repeats=1, warmup=0,
-                           concurrency=2, prompt_tokens=32, timeout_s=120)
-    assert POINT_KEYS <= set(result) and result["concurrency"] == 2
-    assert result["prompt_tokens"] == 32 and [s["prompt_tokens"] for s in result["streams"]] == [32, 32]
+                           concurrency=2, prompt_tokens=160, timeout_s=120)
+    assert POINT_KEYS <= set(result) and result["concurrency"] == 2 and result["prefill"] == "primed"
+    assert result["prompt_tokens"] == 160 and [s["prompt_tokens"] for s in result["streams"]] == [160, 160]
     assert [s["n_tokens"] for s in result["streams"]] == [12, 12]
     assert result["decode_tok_s"] > 0 and result["ttft_ms"] > 0
+    assert result["prefix_cache"] == {"queries": 2 * 160, "hits": 2 * 128}

@@ -35,6 +35,14 @@ Scenario keys (defaults in DEFAULTS):
   burst_slot   the requests of that slot behave as burst_end (-1: none): one held-back stream
                among clean ones
   max_model_len the context /tokenize reports
+  prefill_ms   an uncached prompt's prefill: this many ms per prompt token, one prompt at a time
+               (a scenario's prefills queue behind each other), before its first token (+ ttft_ms);
+               0: no prefill time
+  prefill_slow while any request of the scenario prefills, every other stream's token interval
+               is this much longer (1.0: twice as long): chunked prefill sharing the decode steps
+  prefix_cache 1: a request whose (cache_salt, prompt) an earlier request sent is served from the
+               cache (no prefill), and the counters vllm:prefix_cache_queries/hits (prompt tokens;
+               a hit is all but the last) move, as vLLM's do; 0: they stay at 0 (caching off)
   tag          free text, to keep logs of different tests apart
 
 POST /tokenize {"prompt", "add_special_tokens"} and /detokenize {"tokens"} play vLLM's with a
@@ -69,12 +77,16 @@ from urllib.parse import parse_qs, urlparse
 
 DEFAULTS = {"cadence_ms": 5.0, "drift": 0.0, "ttft_ms": 20.0, "k": 1, "first_alone": 0, "mode": "normal",
             "close_after": 5, "metrics": 0, "nodelay": 1, "bursts": 0, "burst_gap_ms": 0.1, "tag": "",
-            "cadences": "", "burst_slot": -1, "max_model_len": 4096}
+            "cadences": "", "burst_slot": -1, "max_model_len": 4096, "prefill_ms": 0.0, "prefill_slow": 0.0,
+            "prefix_cache": 1}
 
 LOCK = threading.Lock()
 LOGS: dict[str, list[dict]] = {}
 HIST: dict[str, dict[str, list[float]]] = {}  # scenario -> metric -> [sum, count]
 ARRIVALS: dict[str, int] = {}  # scenario -> completions received (the multi-stream slots)
+CACHED: dict[str, set] = {}  # scenario -> (cache_salt, prompt) of every request seen
+PREFILLS: dict[str, list[tuple[float, float]]] = {}  # scenario -> (start, end) of every prefill
+PREFIX: dict[str, list[float]] = {}  # scenario -> [prompt tokens looked up, found]
 VOCAB: dict[str, int] = {}  # the whitespace tokenizer's words, ids from 1000 in order of first sight
 BOS = 1
 
@@ -118,6 +130,12 @@ def schedule(n: int, cadence: float, drift: float) -> list[float]:
     for j in range(n - 1):
         offsets.append(offsets[-1] + cadence * (1 + drift * j / max(n - 2, 1)))
     return offsets
+
+
+def prefilling(scenario: str, t: float) -> bool:
+    """Some request of SCENARIO was prefilling at T."""
+    with LOCK:
+        return any(start <= t < end for start, end in PREFILLS.get(scenario, []))
 
 
 def token_id(i: int) -> int:
@@ -188,6 +206,10 @@ class Handler(BaseHTTPRequestHandler):
                     lines += [f"# HELP {metric} fake", f"# TYPE {metric} histogram",
                               f'{metric}_bucket{{{labels},le="+Inf"}} {c}',
                               f"{metric}_count{{{labels}}} {c}", f"{metric}_sum{{{labels}}} {s}"]
+                queries, hits = PREFIX.get(scenario, [0.0, 0.0])
+                for metric, value in (("vllm:prefix_cache_queries", queries), ("vllm:prefix_cache_hits", hits)):
+                    lines += [f"# HELP {metric} fake", f"# TYPE {metric} counter",
+                              f'{metric}_total{{engine="0",model_name="fake-model"}} {value}']
                 # a series for another model, which the probe must ignore
                 lines.append('vllm:inter_token_latency_seconds_count{engine="0",model_name="other"} 1000.0')
                 lines.append('vllm:inter_token_latency_seconds_sum{engine="0",model_name="other"} 1000.0')
@@ -262,15 +284,18 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
 
-        t0 = time.perf_counter() + cfg["ttft_ms"] / 1e3
-        offsets = schedule(n, cadence, cfg["drift"])
         prompt_ids = encode(req.get("prompt") or "")
+        t0 = max(time.perf_counter(), self.prefill(scenario, cfg, req, len(prompt_ids), recv)) + cfg["ttft_ms"] / 1e3
+        offsets = schedule(n, cadence, cfg["drift"])
+        due = t0
         sent_tokens = 0
         pending: list[bytes] = []
         for gi, group in enumerate(groups):
             for tok in group:
-                wait_until(t0 + offsets[tok])
+                wait_until(due)
                 record["gen"].append(time.perf_counter())
+                if tok + 1 < n:
+                    due += (offsets[tok + 1] - offsets[tok]) * (1 + cfg["prefill_slow"] * prefilling(scenario, due))
             sent_tokens += len(group)
             choice = {
                 "index": 0,
@@ -340,6 +365,25 @@ class Handler(BaseHTTPRequestHandler):
             record["usage_only_sent"] = True
         self._chunk(b"")  # end of the chunked body
         self._save(scenario, record)
+
+    def prefill(self, scenario: str, cfg: dict, req: dict, prompt_tokens: int, recv: float) -> float:
+        """When the request's prefill ends: at RECV for a cached prompt (or no prefill time), else
+        after the scenario's prefills queued before it; counts the prefix-cache lookup."""
+        key = (req.get("cache_salt"), req.get("prompt"))
+        with LOCK:
+            seen = CACHED.setdefault(scenario, set())
+            cached = bool(cfg["prefix_cache"]) and key in seen
+            seen.add(key)
+            if cfg["prefix_cache"]:
+                counters = PREFIX.setdefault(scenario, [0.0, 0.0])
+                counters[0] += prompt_tokens
+                counters[1] += prompt_tokens - 1 if cached else 0
+            if cached or not cfg["prefill_ms"]:
+                return recv
+            queue = PREFILLS.setdefault(scenario, [])
+            start = max([recv] + [end for _, end in queue])
+            queue.append((start, start + prompt_tokens * cfg["prefill_ms"] / 1e3))
+            return queue[-1][1]
 
     def _save(self, scenario: str, record: dict) -> None:
         gen = record["gen"]
