@@ -98,7 +98,7 @@ class Benchmark(models.Model):
         "Workload points, e.g. [{\"concurrency\": 16, \"prompt_tokens\": 8192, \"max_tokens\": 256}]; "
         "empty: the single point of max_tokens at concurrency 1 (its id c1-p0-m<max_tokens>)."))
     packages = models.JSONField(default=list, blank=True, help_text=(
-        "Extra packages the engine needs, e.g. [\"vllm-gguf-plugin==0.1.0\", \"gguf==0.17.1\"]: the worker installs "
+        "Extra packages the engine needs, e.g. [\"vllm-gguf-plugin==0.0.5\", \"gguf==0.19.0\"]: the worker installs "
         "them from its wheelhouse (BENCH_WHEELHOUSE), without their dependencies."))
     startup_timeout_s = models.PositiveIntegerField(default=600)
     time_limit_s = models.PositiveIntegerField(default=3600)
@@ -193,6 +193,10 @@ class KeptSpec(models.Model):
 
     sha256 = models.CharField(max_length=64, unique=True)
     spec = models.JSONField()
+    settings = models.CharField(
+        max_length=64, db_index=True, default="",
+        help_text="The sha256 of what in the spec can move a figure (jobspec.settings_digest): runs of other "
+                  "settings are other series.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

@@ -36,7 +36,8 @@ def _run_commit(bisection: Bisection, commit: str, role: str) -> BisectStep:
         cp_run = bisection.change_point.run if bisection.change_point_id else None
         (run,) = runs_trigger(benchmark=bisection.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[bisection.variant],
                               commit=commit, ref=commit, repeats=cp_run.repeats if cp_run else None,
-                              priority=Run.Priority.BACKGROUND)  # after pushes and confirmations
+                              priority=Run.Priority.BACKGROUND,  # after pushes and confirmations
+                              like=cp_run)  # the settings of the series it searches
     except TriggerError as exc:
         raise BisectError(str(exc)) from None
     return BisectStep.objects.create(bisection=bisection, role=role, commit=commit, run=run)

@@ -91,7 +91,8 @@ def changepoint_confirm(*, change_point: ChangePoint) -> None:
                                 queue=host_queue(cp.benchmark.queue, other) if other else "",
                                 repeats=cp.run.repeats,  # as the run that showed the change
                                 priority=Run.Priority.CONFIRM,  # after pushes, before bisections
-                                branch=cp.run.branch)  # its history: the same line
+                                branch=cp.run.branch,  # its history: the same line
+                                like=cp.run)  # the settings it ran with, whatever bench_apply changed since
     except TriggerError as exc:
         log.warning("change point %s: no confirmation run (%s); alerting without one", cp.id, exc)
         return _confirm_directly(cp)

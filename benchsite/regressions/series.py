@@ -1,6 +1,12 @@
-"""Reads of a run's series: the same benchmark, variant, GPU pool and host fingerprint, for one
-metric, in first-parent order; only successful runs on the benchmark's main line (bench.branches)
-with a correct output and a clean figure."""
+"""Reads of a run's series: the same benchmark, variant, GPU pool, host fingerprint and settings,
+for one metric, in first-parent order; only successful runs on the benchmark's main line
+(bench.branches) with a correct output and a clean figure.
+
+Settings are what in a run's kept spec can move a figure (KeptSpec.settings, jobspec.settings_digest):
+a benchmark re-applied with another model, max_tokens or engine argument starts a new series
+rather than a step that change detection would blame on the next commit; going back to earlier
+settings continues their series. Runs triggered before specs were kept have no known settings and
+count in every series of their benchmark and variant, as they did before."""
 from __future__ import annotations
 
 import hashlib
@@ -65,19 +71,39 @@ def same_machine(run: Run) -> Q:
     return Q(host_fingerprint="", worker_host=run.worker_host)
 
 
+def same_settings(run: Run) -> Q:
+    """Runs measured with RUN's settings, and those whose settings are not known (see the module doc)."""
+    if run.kept_spec_id is None:
+        return Q()
+    return Q(kept_spec__isnull=True) | Q(kept_spec__settings=run.kept_spec.settings)
+
+
+def other_settings_before(run: Run) -> Run | None:
+    """The newest run before RUN that would be in its series but ran with other settings."""
+    if run.kept_spec_id is None:
+        return None
+    return (_comparable_runs(run).filter(kept_spec__isnull=False).exclude(kept_spec__settings=run.kept_spec.settings)
+            .filter(created_at__lte=run.created_at).exclude(id=run.id).order_by("-created_at", "-id").first())
+
+
 def is_incorrect(run: Run) -> bool:
     return Measurement.objects.filter(run=run, metric=contract.CORRECT, value=0).exists()
 
 
-def _same_series_runs(run: Run):
+def _comparable_runs(run: Run):
+    """RUN's series but for its settings: the same machine, main line, benchmark and variant."""
     incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=contract.CORRECT, value=0)
     return (Run.objects.filter(same_machine(run), main_line_q(run.benchmark), benchmark_id=run.benchmark_id,
                                variant_id=run.variant_id, state=Run.State.SUCCEEDED)
             .exclude(Exists(incorrect))
             .exclude(bisect_steps__isnull=False)  # old commits run late: not part of the timeline
-            .exclude(canary_run__isnull=False)  # the fixed commit: a series of its own
-            # in first-parent order (the worker reports each commit's depth); runs recorded
-            # without it are older and come first, in the order they ran
+            .exclude(canary_run__isnull=False))  # the fixed commit: a series of its own
+
+
+def _same_series_runs(run: Run):
+    # in first-parent order (the worker reports each commit's depth); runs recorded without it are
+    # older and come first, in the order they ran
+    return (_comparable_runs(run).filter(same_settings(run))
             .order_by(F("build__first_parent_depth").asc(nulls_first=True), "created_at", "id"))
 
 

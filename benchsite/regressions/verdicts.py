@@ -19,7 +19,8 @@ from .canary import canary_shift
 from .hosthealth import host_health_note
 from .models import ChangePoint, Verdict
 from .samples import run_figure
-from .series import Point, host_fingerprint, is_incorrect, same_machine, series_key, series_point, series_points
+from .series import (Point, host_fingerprint, is_incorrect, other_settings_before, same_machine, series_key, series_point,
+                     series_points)
 from .thresholds import judged_metrics, threshold_for
 
 Kind = Verdict.Kind
@@ -68,6 +69,8 @@ def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:
     since = f", since the expected change at run #{reset.run_id}" if reset else ""
     if suspect := confirmed_suspect(run):
         since += f", before run #{suspect.id} that this run confirms"
+    if other := other_settings_before(run):
+        since += f", with this run's settings (runs with others, the newest #{other.id}, are another series)"
     if not history:
         return f"no earlier correct run of {run.variant.name} on {where}{since}"
     ids = ", ".join(f"#{p.run.id}" for p in history)

@@ -71,26 +71,71 @@ def spec_template(benchmark: Benchmark, variant: Variant, *, repeats: int | None
     engine = _engine(benchmark.engine_source, ref=ref, commit=commit, merge_base_with=merge_base_with)
     spec = _job(benchmark, variant, run_id=None, repeats=repeats, engine=engine,
                 patches=[*benchmark_patches, *_patch_specs(variant.patches, "variant")])
-    sent = spec["engine"]
+    spec["engine"] = _engine_kept(spec["engine"], ref=ref, commit=commit, merge_base_with=merge_base_with)
+    return spec
+
+
+def _engine_kept(sent: dict, *, ref: str, commit: str, merge_base_with: str) -> dict:
+    """The engine part of a kept spec: null where it is the run's own ref, commit or merge base."""
     if sent["kind"] == "git":
         own = {"ref": ref, "commit": commit if is_full_sha(commit) else "", "merge_base_with": merge_base_with}
         for key in RUN_ENGINE_FIELDS:
-            if own[key] and sent[key] == own[key]:
+            if own[key] and sent.get(key) == own[key]:
                 sent[key] = None
-    return spec
+    return sent
 
 
 def canonical_json(spec: dict) -> str:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _sha256(spec: dict) -> str:
+    return hashlib.sha256(canonical_json(spec).encode("utf-8")).hexdigest()
+
+
+# What a kept spec holds that cannot move a figure: how many timed repeats (the precision, not the
+# level), how long the engine may take to start, and the spec's format.
+UNSETTLED_KEYS = ("run_id", "repeats", "startup_timeout_s", "schema")
+
+
+def settings_digest(template: dict) -> str:
+    """The sha256 of what in TEMPLATE (a kept spec) can move a figure: the model, prompt, tokens,
+    warm-up, tensor parallelism, engine arguments and environment, workloads (they size the
+    engine), probes (they add engine arguments), packages, the patches' content and the engine's
+    repository; not the ref or commit (which code runs is the series' timeline) nor UNSETTLED_KEYS.
+    Runs of a benchmark whose settings differ are not one series (regressions/series.py)."""
+    settings = {key: value for key, value in template.items() if key not in UNSETTLED_KEYS}
+    engine = settings.get("engine") or {}
+    settings["engine"] = {key: engine.get(key) for key in ("kind", "repo")}
+    settings["patches"] = [patch.get("sha256") for patch in settings.get("patches") or []]
+    return _sha256(settings)
+
+
 def spec_keep(template: dict) -> KeptSpec:
     """The row holding TEMPLATE, made the first time it is seen. Locked until the caller's
     transaction ends, so bench_gc cannot collect it before the run that points at it is stored."""
-    digest = hashlib.sha256(canonical_json(template).encode("utf-8")).hexdigest()
     with transaction.atomic():
-        row, _ = KeptSpec.objects.select_for_update().get_or_create(sha256=digest, defaults={"spec": template})
+        row, _ = KeptSpec.objects.select_for_update().get_or_create(
+            sha256=_sha256(template), defaults={"spec": template, "settings": settings_digest(template)})
     return row
+
+
+def template_like(kept: KeptSpec, benchmark: Benchmark, *, ref: str, commit: str, merge_base_with: str,
+                  repeats: int | None) -> dict:
+    """KEPT's spec for a run of another commit: its settings (everything settings_digest reads) as
+    they were, the engine's ref, commit and merge base the new run's, its repeats REPEATS (None:
+    the kept ones). A confirmation or a bisection step measures what its series measured, whatever
+    `bench_apply` changed since."""
+    template = copy.deepcopy(kept.spec)
+    engine = template.get("engine") or {}
+    if engine.get("kind") == "git":
+        source = EngineSource(kind=EngineSource.Kind.GIT, repo_url=engine["repo"],
+                              default_ref=getattr(benchmark.engine_source, "default_ref", "") or "")
+        template["engine"] = _engine_kept(_engine(source, ref=ref, commit=commit, merge_base_with=merge_base_with),
+                                          ref=ref, commit=commit, merge_base_with=merge_base_with)
+    if repeats is not None:
+        template["repeats"] = repeats
+    return template
 
 
 def check_run_patches(patches) -> None:

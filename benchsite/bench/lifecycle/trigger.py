@@ -32,7 +32,8 @@ def _held_phase(priority: int, pool: str) -> str:
 
 def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None, commit: str = "", ref: str = "",
                  patches=(), queue: str = "", repeats: int | None = None,
-                 priority: int = Run.Priority.FIRST, branch: str = "", merge_base_with: str = "") -> list[Run]:
+                 priority: int = Run.Priority.FIRST, branch: str = "", merge_base_with: str = "",
+                 like: Run | None = None) -> list[Run]:
     """Create one QUEUED run per variant (the whole ladder by default), enqueued once committed
     (to `queue` when given: one host of the pool, see dispatch.enqueue_run).
 
@@ -42,7 +43,9 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
     A `priority` below FIRST (a confirmation, bisection or canary) holds the runs until the pool
     has nothing above them (dispatch.runs_release). `branch` is the branch they belong to when the caller
     knows it (a push), else the worker tells. `merge_base_with` (a branch): the runs measure the
-    merge base of `ref` and that branch, which the worker resolves."""
+    merge base of `ref` and that branch, which the worker resolves. `like` (a run of the same
+    variant, with a kept spec): the runs take its settings, not the benchmark's as they are now
+    (jobspec.template_like: a confirmation or a bisection step measures what its series did)."""
     chosen = list(variants) if variants is not None else list(benchmark.variants.all())
     _check_trigger(benchmark, chosen, ref=ref, commit=commit, merge_base_with=merge_base_with, repeats=repeats)
     patches = list(patches)
@@ -51,7 +54,7 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
         # What the runs are sent, frozen now: a benchmark re-applied before they are sent (a held
         # run waits for hours) or sent again changes nothing of it (jobspec.py).
         kept = _kept_specs(benchmark, chosen, ref=ref or commit, commit=commit, merge_base_with=merge_base_with,
-                           repeats=repeats, patches=patches)
+                           repeats=repeats, patches=patches, like=like)
         runs = [
             Run.objects.create(
                 kept_spec=kept[variant.id],
@@ -105,13 +108,17 @@ def _check_trigger(benchmark: Benchmark, chosen: list, *, ref: str, commit: str,
 
 
 def _kept_specs(benchmark: Benchmark, variants: list, *, ref: str, commit: str, merge_base_with: str,
-                repeats: int | None, patches: list) -> dict:
-    """{variant id: its KeptSpec row}; TriggerError when the settings make no valid job."""
+                repeats: int | None, patches: list, like: Run | None = None) -> dict:
+    """{variant id: its KeptSpec row}, LIKE's settings for LIKE's variant; TriggerError when the
+    settings make no valid job."""
     try:
         benchmark_patches = jobspec.benchmark_patch_specs(benchmark)
         templates = {variant.id: jobspec.spec_template(benchmark, variant, repeats=repeats, ref=ref, commit=commit,
                                                        merge_base_with=merge_base_with,
                                                        benchmark_patches=benchmark_patches)
+                     if like is None or like.kept_spec_id is None or like.variant_id != variant.id else
+                     jobspec.template_like(like.kept_spec, benchmark, ref=ref, commit=commit,
+                                           merge_base_with=merge_base_with, repeats=repeats)
                      for variant in variants}
         jobspec.check_run_patches(patches)
     except SpecError as exc:

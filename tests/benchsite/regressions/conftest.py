@@ -43,15 +43,17 @@ def regression_costs(commit: str) -> dict:
 
 
 def add_run(benchmark, value, *, host="host-a", correct=True, samples=None, flags=None, commit="",
-            metric=contract.DECODE_TOK_S, state=Run.State.SUCCEEDED, variant=None, fingerprint="") -> Run:
+            metric=contract.DECODE_TOK_S, state=Run.State.SUCCEEDED, variant=None, fingerprint="",
+            kept_spec=None) -> Run:
     """A finished run whose figure for `metric` is `value` (samples: three repeats at `value`
     unless given). `fingerprint`: the machine's (runners.hostinfo.fingerprint); '' as from an
-    older worker, whose runs are compared by host name."""
+    older worker, whose runs are compared by host name. `kept_spec`: the spec it was triggered
+    with (None: a run from before specs were kept)."""
     variant = variant or benchmark.variants.get()
     now = timezone.now()
     run = Run.objects.create(benchmark=benchmark, variant=variant, batch=uuid.uuid4(), state=state, commit=commit,
                              ref="main", branch="main", worker_host=host, host_fingerprint=fingerprint, started_at=now,
-                             finished_at=now)
+                             finished_at=now, kept_spec=kept_spec)
     if state != Run.State.SUCCEEDED:
         return run
     info = contract.METRICS[metric]

@@ -105,6 +105,25 @@ def test_bisection_runs_have_the_repeats_of_the_run_that_showed_the_change(git_b
     assert queued.exists() and set(queued.values_list("repeats", flat=True)) == {9}
 
 
+def test_bisection_runs_have_the_settings_of_the_run_that_showed_the_change(git_benchmark, repo):
+    """The benchmark re-applied since (max_tokens 256): the steps still measure what the series did."""
+    from benchsite.bench.lifecycle import jobspec
+
+    c = repo["commits"]
+    cp = change_point(git_benchmark, c[0], c[15])
+    variant = git_benchmark.variants.get()
+    kept = jobspec.spec_keep(jobspec.spec_template(git_benchmark, variant, repeats=None, ref=c[15], commit=c[15],
+                                                   merge_base_with=""))
+    Run.objects.filter(pk=cp.run_id).update(kept_spec=kept)
+    Benchmark.objects.filter(pk=git_benchmark.pk).update(max_tokens=256)
+    bisection_for_change(change_point=ChangePoint.objects.get(pk=cp.pk))
+    queued = list(Run.objects.filter(state=Run.State.QUEUED).select_related("kept_spec"))
+    assert queued and {run.kept_spec.settings for run in queued} == {kept.settings}
+    for run in queued:
+        spec = jobspec.spec_sent(run)
+        assert spec["max_tokens"] == git_benchmark.max_tokens != 256 and spec["engine"]["commit"] == run.commit
+
+
 def test_failed_build_and_wrong_output_are_skipped(git_benchmark, repo, django_capture_on_commit_callbacks):
     c = repo["commits"]
     bisection = bisection_for_change(change_point=change_point(git_benchmark, c[0], c[15]))
