@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 import yaml
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.utils import timezone
 
-from benchsite.bench.models import Benchmark, EngineSource, Variant
+from benchsite.bench.models import Annotation, Benchmark, EngineSource, Variant
 from benchsite.bench.pages import home_cache
 
 from benchsite.integrations.models import RepoWatch
@@ -19,6 +20,10 @@ _VARIANT_FIELDS = {"name": "name", "flags": "flags", "env": "env", "reference": 
 _WATCH_FIELDS = {"repo", "branches", "benchmarks", "secret_env"}
 _WATCH_OPTIONAL = {"pull_requests"}  # absent: pull-request checks with their defaults
 _POSITION_SHIFT = 1000  # moves a ladder out of the way while it is renumbered (unique positions)
+# The fields whose change can move a figure (jobspec.settings_digest): runs after it are a new series,
+# which an annotation on every chart of the benchmark says.
+_SETTINGS_FIELDS = ("model", "prompt", "max_tokens", "warmup", "tensor_parallel_size", "engine_args", "engine_env",
+                    "workloads", "probes", "packages", "engine_source_id", "flags", "env")
 
 
 class ApplyError(ValueError):
@@ -122,6 +127,8 @@ def _benchmark_apply(spec: dict, where: str, outcome: Outcome) -> Benchmark:
     if creating or changed:
         benchmark.save()
         outcome.changes.append(f"create benchmark {slug}" if creating else f"update benchmark {slug}: " + ", ".join(changed))
+    if not creating:
+        _note_settings_change(benchmark, "", before, benchmark)
     if "variants" in spec:
         _variants_apply(benchmark, spec["variants"], where, outcome)
     return benchmark
@@ -234,6 +241,16 @@ def _variant_apply(benchmark, variant, spec, position, where, outcome, must_save
         outcome.changes.append(f"create variant {benchmark.slug}/{variant.name} at position {position}")
     elif changed:
         outcome.changes.append(f"update variant {benchmark.slug}/{variant.name}: " + ", ".join(changed))
+        _note_settings_change(benchmark, variant.name, before, variant)
+
+
+def _note_settings_change(benchmark: Benchmark, variant: str, before: dict, obj: models.Model) -> None:
+    """An annotation on the benchmark's charts when fields of its settings changed (a series restarts)."""
+    names = [name.removesuffix("_id") for name in _SETTINGS_FIELDS if name in before and getattr(obj, name) != before[name]]
+    if names:
+        whose = f"variant {variant}" if variant else "benchmark"
+        text = f"settings changed ({whose}: {', '.join(names)}): a new series from here (bench_apply)"
+        Annotation.objects.create(benchmark=benchmark, text=text[:200], starts_at=timezone.now())
 
 
 def _watch_apply(spec: dict, where: str, outcome: Outcome) -> str:

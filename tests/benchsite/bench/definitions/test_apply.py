@@ -66,6 +66,26 @@ def test_applying_twice_changes_nothing(tmp_path):
     assert snapshot() == before
 
 
+def test_a_settings_change_is_annotated_on_the_charts_and_a_rename_is_not(tmp_path):
+    """Runs after a change of what moves a figure are a new series (regressions/series.py): every
+    chart of the benchmark says where, once per apply that changed them."""
+    from benchsite.bench.models import Annotation
+
+    apply(tmp_path, EXAMPLE)
+    assert not Annotation.objects.exists()
+    apply(tmp_path, EXAMPLE.replace("Tiny Llama on CPU", "Tiny Llama"))  # not a setting
+    assert not Annotation.objects.exists()
+    changed = EXAMPLE.replace("    gpu_pool: cpu\n", "    gpu_pool: cpu\n    max_tokens: 64\n    engine_args: [\"--max-num-seqs\", \"4\"]\n")
+    apply(tmp_path, changed.replace('flags: ["--enforce-eager"]', 'flags: ["--enforce-eager", "--block-size", "32"]'))
+    notes = list(Annotation.objects.values_list("text", "benchmark__slug"))
+    assert notes == [
+        ("settings changed (benchmark: max_tokens, engine_args): a new series from here (bench_apply)", "tiny-llama-cpu"),
+        ("settings changed (variant eager: flags): a new series from here (bench_apply)", "tiny-llama-cpu")]
+    assert Annotation.objects.filter(starts_at__isnull=False).count() == 2
+    apply(tmp_path, changed.replace('flags: ["--enforce-eager"]', 'flags: ["--enforce-eager", "--block-size", "32"]'))
+    assert Annotation.objects.count() == 2
+
+
 def test_dry_run_prints_the_changes_and_writes_nothing(tmp_path):
     out = apply(tmp_path, EXAMPLE, "--dry-run")
     assert "would create benchmark tiny-llama-cpu" in out
