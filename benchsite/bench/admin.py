@@ -18,6 +18,18 @@ class PatchAdmin(admin.ModelAdmin):
     search_fields = ["name", "sha256"]
     readonly_fields = ["sha256", "created_at"]
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "content":
+            kwargs["strip"] = False  # a diff's last newline is part of it (git apply needs it)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def get_readonly_fields(self, request, obj=None):
+        """A patch a run was triggered with or a build applied is what ran: its content stays (a
+        changed diff is a new patch)."""
+        if obj is not None and (obj.run_set.exists() or obj.build_set.exists()):
+            return [*self.readonly_fields, "name", "content"]
+        return self.readonly_fields
+
     @admin.display(description="sha256")
     def short_sha(self, obj):
         return obj.sha256[:12]
