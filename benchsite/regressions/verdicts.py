@@ -64,12 +64,14 @@ def baseline_points(*, run: Run, metric: str, point: str = "") -> tuple[list[Poi
     return history[:cut][-settings.BENCH_VERDICT_MAX_HISTORY:], reset
 
 
-def _describe(run: Run, history: list[Point], reset: ChangePoint | None) -> str:
+def _describe(run: Run, history: list[Point], reset: ChangePoint | None, other: Run | None) -> str:
+    """The baseline in words; OTHER: the newest earlier run of the series' machine and line that ran
+    with other settings (series.other_settings_before)."""
     where = f"{host_fingerprint(run) or 'an unknown host'}, pool {run.benchmark.gpu_pool}"
     since = f", since the expected change at run #{reset.run_id}" if reset else ""
     if suspect := confirmed_suspect(run):
         since += f", before run #{suspect.id} that this run confirms"
-    if other := other_settings_before(run):
+    if other is not None:
         since += f", with this run's settings (runs with others, the newest #{other.id}, are another series)"
     if not history:
         return f"no earlier correct run of {run.variant.name} on {where}{since}"
@@ -100,12 +102,12 @@ def judge(*, value: float, history: list[float], direction: str, threshold: floa
                          incorrect=incorrect, min_history=settings.BENCH_VERDICT_MIN_HISTORY)
 
 
-def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool) -> dict:
+def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool, other: Run | None) -> dict:
     metric, point = measurement.metric, series_point(measurement)
     threshold = threshold_for(benchmark=run.benchmark, metric=metric)
     history, reset = baseline_points(run=run, metric=metric, point=point)
     fields = {"threshold": threshold, "baseline_runs": [p.run.id for p in history],
-              "baseline_description": _describe(run, history, reset)}
+              "baseline_description": _describe(run, history, reset, other)}
     value = run_figure(measurement)
     if value is None:
         return {**fields, "kind": Kind.NOT_ENOUGH_DATA, "note": "every repeat was flagged: no clean sample"}
@@ -151,6 +153,7 @@ def verdicts_compute(*, run: Run) -> list[Verdict]:
     if run.state != Run.State.SUCCEEDED:
         return []
     incorrect = is_incorrect(run)
+    other = other_settings_before(run)  # once a run: it reads the series' whole history
     wanted = set(judged_metrics()) | {contract.CORRECT}
     verdicts = []
     with transaction.atomic():
@@ -161,7 +164,7 @@ def verdicts_compute(*, run: Run) -> list[Verdict]:
             if measurement.metric == contract.CORRECT:
                 fields = _correctness_verdict(run, measurement)
             else:
-                fields = _speed_verdict(run, measurement, incorrect)
+                fields = _speed_verdict(run, measurement, incorrect, other)
             fields["series_key"] = series_key(run, point)
             verdict, _ = Verdict.objects.update_or_create(run=run, metric=measurement.metric, point=point,
                                                           defaults=fields)
