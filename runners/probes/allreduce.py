@@ -28,8 +28,12 @@ atomically) and parse each one with `parse_trace`.
 At a workload point (`concurrency=N`, `prompt_tokens=P`): the prompt is cut to exactly P tokens
 with the server's tokenizer before the profiler starts, then N streams are released together
 (runners.probes.streams.run_round) inside the one session, each with its own `cache_salt` so no
-stream reads another's cached prefix. The share is over all the session's decode steps; each
-rank's `full_batch_steps` counts those with all N streams decoding (see `_check_session`).
+stream reads another's cached prefix. With several streams and P, each stream's prompt is primed
+before the profiler starts (streams.prime: sent alone with max_tokens 1, then served from the prefix
+cache), as the decode probe primes such a point: the streams start decoding together instead of
+one after another's prefill, so the session's steps are the batch of N (`prefill` in the result).
+The share is over all the session's decode steps; each rank's `full_batch_steps` counts those with
+all N streams decoding (see `_check_session`).
 
 Trace parsing lives in runners/probes/trace.py (`parse_trace`, one rank's file).
 
@@ -52,7 +56,7 @@ from runners.analysis import stats
 from runners.probes.client import CompletionClient, ProbeError
 from runners.probes.decode import _request_body
 from runners.probes.prompts import exact_prompt
-from runners.probes.streams import _http_client, check_point, run_round
+from runners.probes.streams import _http_client, check_point, prime, round_bodies, run_round
 from runners.probes.trace import STEP_RE, TraceError, parse_trace
 
 TRACE_GLOB_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
@@ -237,13 +241,12 @@ def _profiled_request(api: CompletionClient, prefix: str, deadline: float,
     return result, time.monotonic() - t_stop
 
 
-def _concurrent_streams(api: CompletionClient, model: str, prompt: str, max_tokens: int, concurrency: int,
-                        timeout_s: float) -> dict:
-    """CONCURRENCY greedy streams of exactly MAX_TOKENS released together (streams.run_round),
-    each with its own cache_salt: no stream reads another's cached prefix."""
-    body = _request_body(model, prompt, max_tokens, fresh_prefix=True)
+def _concurrent_streams(api: CompletionClient, bodies: list[dict], timeout_s: float) -> dict:
+    """The greedy streams of BODIES (each of exactly its max_tokens) released together
+    (streams.run_round), each with its own cache_salt: no stream reads another's cached prefix."""
+    concurrency = len(bodies)
     t0 = time.perf_counter()
-    records = run_round(api, [body] * concurrency, timeout_s)
+    records = run_round(api, bodies, timeout_s)
     return {"concurrency": concurrency, "completion_tokens": [r["n_tokens"] for r in records],
             "prompt_tokens": [r["prompt_tokens"] for r in records], "seconds": round(time.perf_counter() - t0, 4)}
 
@@ -270,13 +273,22 @@ def measure_allreduce_share(*, base_url: str, model: str, trace_dir: Path, promp
     prefix = "ar" + time.strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:8]
     before = _trace_files(trace_dir)
     single = concurrency == 1 and prompt_tokens is None
+    primed = concurrency > 1 and prompt_tokens is not None  # as the decode probe's point (streams.prefill_mode)
     http = client if client is not None or single else _http_client(concurrency, timeout_s)
     try:
         with CompletionClient(base_url, timeout_s=timeout_s, connect_s=10.0, client=http) as api:
             if prompt_tokens is not None:  # built before the profiler starts: /tokenize is not profiled
                 prompt = exact_prompt(api, model, prompt_tokens, max_tokens, seed=prompt)["prompt"]
-            send = (lambda timeout: _stream_completion(api, model, prompt, max_tokens, timeout)) if single else \
-                (lambda timeout: _concurrent_streams(api, model, prompt, max_tokens, concurrency, timeout))
+            if single:
+                def send(timeout):
+                    return _stream_completion(api, model, prompt, max_tokens, timeout)
+            else:
+                bodies = round_bodies(_request_body(model, prompt, max_tokens, fresh_prefix=True), concurrency, primed)
+                if primed:  # before the profiler starts: the session holds the streams' decode, not their prefill
+                    prime(api, bodies, max(1.0, deadline - time.monotonic()))
+
+                def send(timeout):
+                    return _concurrent_streams(api, bodies, timeout)
             request, stop_s = _profiled_request(api, prefix, deadline, send)
     finally:
         if http is not client:
@@ -293,7 +305,7 @@ def measure_allreduce_share(*, base_url: str, model: str, trace_dir: Path, promp
         "stop_profile_s": round(stop_s, 3),
     })
     if not single:
-        out.update(concurrency=concurrency, prompt_tokens=prompt_tokens)
+        out.update(concurrency=concurrency, prompt_tokens=prompt_tokens, prefill="primed" if primed else "inline")
     return out
 
 

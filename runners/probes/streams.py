@@ -227,7 +227,7 @@ def _http_client(concurrency: int, timeout_s: float) -> httpx.Client:
                         limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
 
 
-def _round_bodies(body: dict, concurrency: int, primed: bool) -> list[dict]:
+def round_bodies(body: dict, concurrency: int, primed: bool) -> list[dict]:
     """The timed requests of a round: BODY for every stream, or, PRIMED, each with a salt of its own
     that its prime shares (a fresh-prefix BODY otherwise draws a new salt per request)."""
     if not primed:
@@ -235,7 +235,7 @@ def _round_bodies(body: dict, concurrency: int, primed: bool) -> list[dict]:
     return [{**body, "cache_salt": uuid.uuid4().hex} for _ in range(concurrency)]
 
 
-def _prime(api: CompletionClient, bodies: list[dict], timeout_s: float) -> list[float]:
+def prime(api: CompletionClient, bodies: list[dict], timeout_s: float) -> list[float]:
     """Send every body's prompt with max_tokens 1, all at once: each stream's context is in the
     prefix cache for its timed request. The primes' TTFTs in ms."""
     records = run_round(api, [{**b, "max_tokens": 1} for b in bodies], timeout_s)
@@ -252,15 +252,15 @@ def _timed_rounds(api: CompletionClient, body: dict, model: str, concurrency: in
         return arrival_offsets(concurrency, request_rate, seed) if request_rate else None
 
     for i in range(warmup):
-        bodies = _round_bodies(body, concurrency, primed)
+        bodies = round_bodies(body, concurrency, primed)
         if primed:
-            _prime(api, bodies, timeout_s)
+            prime(api, bodies, timeout_s)
         run_round(api, bodies, timeout_s, arrivals(-1 - i))
     scrape = scrape_server_metrics(api, model=model)
     rounds, windows, samples = [], [], []
     for i in range(repeats):
-        bodies = _round_bodies(body, concurrency, primed)
-        primes = _prime(api, bodies, timeout_s) if primed else [None] * concurrency
+        bodies = round_bodies(body, concurrency, primed)
+        primes = prime(api, bodies, timeout_s) if primed else [None] * concurrency
         if primed and scrape["available"]:  # the primes' figures land before the timed round's window
             scrape = settled_metrics(api, model, scrape, concurrency)
         samples.append(host.sample())

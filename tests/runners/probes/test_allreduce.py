@@ -423,6 +423,7 @@ class FakeServer:
         self.batch = batch  # streams in the traces' decode steps (None: the completions of the session)
         self.session_streams = 0
         self.calls: list[tuple[str, dict]] = []
+        self.vocab: dict[str, int] = {}
         self.prefix = None
         outer = self
 
@@ -441,6 +442,15 @@ class FakeServer:
                 if self.path == "/stop_profile":
                     outer.write_traces()
                     return self._send(200, b"")
+                if self.path in ("/tokenize", "/detokenize"):  # one token a word, BOS id 1
+                    if self.path == "/detokenize":
+                        words = {i: w for w, i in outer.vocab.items()}
+                        return self._send(200, json.dumps({"prompt": " ".join(words[i] for i in body["tokens"]
+                                                                              if i != 1)}).encode())
+                    ids = [outer.vocab.setdefault(w, 1000 + len(outer.vocab)) for w in body["prompt"].split()]
+                    ids = [1] + ids if body.get("add_special_tokens", True) else ids
+                    return self._send(200, json.dumps({"count": len(ids), "max_model_len": 4096,
+                                                       "tokens": ids}).encode())
                 if self.path == "/v1/completions":
                     outer.session_streams += 1
                     n = outer.tokens if outer.tokens is not None else body["max_tokens"]
@@ -539,6 +549,27 @@ def test_measure_concurrent_streams_flow(tmp_path, batch):
     else:  # steps of one stream alone: the streams did not overlap
         assert full == [0, 0] and not r["ok"]
         assert any("0 of 4 decode steps had all 3 streams" in p for p in r["problems"])
+
+
+def test_streams_of_a_prompt_length_are_primed_before_the_profiler_starts(tmp_path):
+    """Each stream's prompt is sent alone (one token) before /start_profile, then the timed streams
+    with the same salts: the session holds their decode, not their prefills one after another."""
+    trace_dir = tmp_path / "traces"
+    srv = FakeServer(trace_dir, batch=3)
+    try:
+        r = ar.measure_allreduce_share(base_url=srv.url, model="m", trace_dir=trace_dir, prompt="one two three four",
+                                       max_tokens=6, timeout_s=30, expected_ranks=2, expected_calls=9, concurrency=3,
+                                       prompt_tokens=12)
+    finally:
+        srv.close()
+    calls = [(path, body) for path, body in srv.calls if path not in ("/tokenize", "/detokenize")]
+    assert [path for path, _ in calls] == ["/v1/completions"] * 3 + ["/start_profile"] + ["/v1/completions"] * 3 + [
+        "/stop_profile"]
+    primes, timed = [body for _, body in calls[:3]], [body for _, body in calls[4:7]]
+    assert [b["max_tokens"] for b in primes] == [1] * 3 and [b["max_tokens"] for b in timed] == [6] * 3
+    assert sorted(b["cache_salt"] for b in primes) == sorted(b["cache_salt"] for b in timed)
+    assert len({b["cache_salt"] for b in timed}) == 3 and len(timed[0]["prompt"].split()) == 11
+    assert r["prefill"] == "primed" and r["ok"], r["problems"]
 
 
 def test_measure_batch_above_concurrency_is_flagged(tmp_path):
