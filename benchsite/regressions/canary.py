@@ -1,5 +1,7 @@
 """Canaries: a fixed commit and variant re-run on a schedule, kept out of the normal series. A
-change point in a canary's series is the host or environment moving; verdicts say so."""
+change point in a canary's series is the host or environment moving; verdicts say so. A canary
+run takes the benchmark's settings as they are when it is triggered, and its series, like every
+series, holds one set of them (series.same_settings): a re-applied benchmark is not a host shift."""
 from __future__ import annotations
 
 import logging
@@ -15,7 +17,7 @@ from runners import contract
 from . import edivisive
 from .models import Canary, CanaryRun, ChangePoint
 from .samples import run_figure
-from .series import same_machine, series_key
+from .series import same_machine, same_settings, series_key
 from .thresholds import judged_metrics, threshold_for
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,8 @@ def canaries_trigger_due(*, now=None) -> list[Run]:
 
 def _canary_points(canary: Canary, run: Run, metric: str) -> list[tuple[Run, float]]:
     incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=contract.CORRECT, value=0)
-    runs = (Run.objects.filter(same_machine(run), canary_run__canary=canary, state=Run.State.SUCCEEDED)
+    runs = (Run.objects.filter(same_machine(run), same_settings(run), canary_run__canary=canary,
+                               state=Run.State.SUCCEEDED)
             .exclude(Exists(incorrect)).order_by("created_at", "id"))
     by_run = {m.run_id: m for m in Measurement.objects.filter(run__in=runs, metric=metric)}
     points = [(r, run_figure(by_run[r.id])) for r in runs if r.id in by_run]

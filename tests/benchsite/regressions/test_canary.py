@@ -50,3 +50,25 @@ def test_canary_shift_is_named_in_the_verdict(benchmark):
     assert verdict.kind == Verdict.Kind.REGRESSION
     assert "canary (a fixed commit) moved -7.9%" in verdict.note and "not this code" in verdict.note
     assert verdict.baseline_runs == [r.id for r in regular]  # canary runs are not in the series
+
+
+def test_a_reapplied_benchmark_is_not_a_canary_shift(benchmark):
+    """The canary's runs after max_tokens changed read lower, as every run does: a new series, not
+    the host moving."""
+    from benchsite.bench.lifecycle import jobspec
+
+    variant = benchmark.variants.get()
+    canary = Canary.objects.create(benchmark=benchmark, variant=variant, commit=sha(7))
+
+    def kept(max_tokens):
+        benchmark.max_tokens = max_tokens
+        benchmark.save()
+        return jobspec.spec_keep(jobspec.spec_template(benchmark, variant, repeats=None, ref=sha(7), commit=sha(7),
+                                                       merge_base_with=""))
+
+    for level, spec, n in ((100, kept(64), 8), (92, kept(512), 4)):
+        for i in range(n):
+            c = add_run(benchmark, level * (1 + WOBBLE[i % 5] / 100), commit=sha(7), kept_spec=spec)
+            CanaryRun.objects.create(canary=canary, run=c)
+            run_judge(run_id=c.id)
+    assert not ChangePoint.objects.filter(series_key__startswith="canary:").exists()
