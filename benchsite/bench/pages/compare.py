@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from django.db.models import Q
-from runners.contract import METRICS
+from runners.contract import METRICS, workload_points
 
 from ..models import Benchmark, Measurement, Run
 from .runpage import POINT_COLUMNS
@@ -86,11 +86,16 @@ def _config(run: Run) -> dict[str, str]:
     benchmark, variant, build = run.benchmark, run.variant, run.build
     kept = run.kept_spec.spec if run.kept_spec_id is not None else {
         "model": benchmark.model, "tensor_parallel_size": benchmark.tensor_parallel_size,
-        "engine_args": [*benchmark.engine_args, *variant.flags], "engine_env": {**benchmark.engine_env, **variant.env}}
+        "engine_args": [*benchmark.engine_args, *variant.flags], "engine_env": {**benchmark.engine_env, **variant.env},
+        "max_tokens": benchmark.max_tokens, "workloads": benchmark.workloads, "packages": benchmark.packages}
+    points = workload_points(kept.get("workloads") or [], kept["max_tokens"])
     config = {
         "benchmark": benchmark.name, "variant": variant.name, "model": kept["model"],
         "tensor parallel": str(kept["tensor_parallel_size"]), "pool": benchmark.gpu_pool,
-        "flags": " ".join(kept["engine_args"]),
+        "flags": " ".join(kept["engine_args"]), "max tokens": str(kept["max_tokens"]),
+        "workload points": " ".join(p.id for p in points), "packages": " ".join(kept.get("packages") or []),
+        # runs of other settings are other series (regressions/series.py)
+        "settings": run.kept_spec.settings[:12] if run.kept_spec_id is not None else "not kept (an older run)",
         "ref": run.ref, "commit": run.commit, "host": run.worker_host,
         "build path": build.path if build else "", "engine version": build.engine_version if build else "",
         "patches": ", ".join(p.name for p in run.patches.all()),

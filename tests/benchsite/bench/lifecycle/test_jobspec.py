@@ -94,6 +94,9 @@ def test_a_reapplied_benchmark_changes_neither_an_older_runs_spec_nor_what_it_is
     assert _spec_json(client, fresh)[0] == now
     compared = client.get(f"/compare/?a={run.pk}&b={fresh.pk}").content.decode()  # what each one ran with
     assert "/models/llama-8b" in compared and "/models/qwen-32b" in compared
+    fresh.refresh_from_db()  # other settings: another series, which the compare page shows
+    assert run.kept_spec.settings != fresh.kept_spec.settings
+    assert run.kept_spec.settings[:12] in compared and fresh.kept_spec.settings[:12] in compared
 
     # the worker resolves `main` to a commit: the run's commit changes, the spec it was sent does not
     run.refresh_from_db()
