@@ -100,6 +100,18 @@ def declare_metric(metric: Metric) -> Metric:
     return metric
 
 
+# How a figure was taken, when not the way it always was: `details["method"]` of a measurement
+# (e.g. "primed": a point's streams prefilled before the timed window). A series holds one method:
+# the service leaves figures of another out of it, so a probe that changes how it measures
+# starts new series rather than steps blamed on a commit.
+METHOD_KEY = "method"
+
+
+def method_of(details) -> str:
+    """The method a measurement's DETAILS name ("" for the original one)."""
+    return (details.get(METHOD_KEY) or "") if isinstance(details, dict) else ""
+
+
 def measurement(name: str, value, *, samples=(), ci=None, details=None) -> dict:
     """One measurement as the result carries it; unit and direction come from the registry."""
     m = METRICS[name]

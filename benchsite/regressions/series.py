@@ -6,7 +6,9 @@ Settings are what in a run's kept spec can move a figure (KeptSpec.settings, job
 a benchmark re-applied with another model, max_tokens or engine argument starts a new series
 rather than a step that change detection would blame on the next commit; going back to earlier
 settings continues their series. Runs triggered before specs were kept have no known settings and
-count in every series of their benchmark and variant, as they did before."""
+count in every series of their benchmark and variant, as they did before. Likewise a series holds
+one measuring method (a measurement's `method`, runners.contract.method_of: a point's streams
+primed, say): the figures of another method are left out of it."""
 from __future__ import annotations
 
 import hashlib
@@ -124,10 +126,11 @@ def series_points(*, run: Run, metric: str, since_run: Run | None = None, until_
     else:
         runs = list(runs)
     measurements = {m.run_id: m for m in point_measurements(point).filter(run_id__in=[r.id for r in runs], metric=metric)}
+    own = measurements.get(run.id)
     points = []
     for r in runs:
         m = measurements.get(r.id)
         figure = run_figure(m) if m is not None else None
-        if figure is not None:
+        if figure is not None and (own is None or contract.method_of(m.details) == contract.method_of(own.details)):
             points.append(Point(run=r, value=figure))
     return points

@@ -64,13 +64,15 @@ def baseline_points(*, run: Run, metric: str, point: str = "") -> tuple[list[Poi
     return history[:cut][-settings.BENCH_VERDICT_MAX_HISTORY:], reset
 
 
-def _describe(run: Run, history: list[Point], reset: ChangePoint | None, other: Run | None) -> str:
+def _describe(run: Run, history: list[Point], reset: ChangePoint | None, other: Run | None, method: str = "") -> str:
     """The baseline in words; OTHER: the newest earlier run of the series' machine and line that ran
-    with other settings (series.other_settings_before)."""
+    with other settings (series.other_settings_before); METHOD: the figure's, when not the original."""
     where = f"{host_fingerprint(run) or 'an unknown host'}, pool {run.benchmark.gpu_pool}"
     since = f", since the expected change at run #{reset.run_id}" if reset else ""
     if suspect := confirmed_suspect(run):
         since += f", before run #{suspect.id} that this run confirms"
+    if method:
+        since += f", of figures measured the same way ({method})"
     if other is not None:
         since += f", with this run's settings (runs with others, the newest #{other.id}, are another series)"
     if not history:
@@ -107,7 +109,7 @@ def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool, other: R
     threshold = threshold_for(benchmark=run.benchmark, metric=metric)
     history, reset = baseline_points(run=run, metric=metric, point=point)
     fields = {"threshold": threshold, "baseline_runs": [p.run.id for p in history],
-              "baseline_description": _describe(run, history, reset, other)}
+              "baseline_description": _describe(run, history, reset, other, contract.method_of(measurement.details))}
     value = run_figure(measurement)
     if value is None:
         return {**fields, "kind": Kind.NOT_ENOUGH_DATA, "note": "every repeat was flagged: no clean sample"}

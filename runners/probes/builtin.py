@@ -50,9 +50,11 @@ def _tensor_parallel(spec: JobSpec) -> bool:
 
 
 def decode_measurements(decode: dict) -> list[dict]:
+    """The decode probe's figures; each of a primed point (streams prefilled before the timed
+    window) names that method (contract.METHOD_KEY), so it starts its own series."""
     samples = decode["samples"]
     itl = decode["itl_ms"]
-    return [
+    out = [
         {**measurement(
             DECODE_TOK_S,
             decode["decode_tok_s"],
@@ -78,6 +80,10 @@ def decode_measurements(decode: dict) -> list[dict]:
         *(measurement(name, decode[name]) for name in (SLOWEST_STREAM_TOK_S, AGGREGATE_TOK_S)
           if decode.get(name) is not None and "streams" in decode),  # a workload point's
     ]
+    if decode.get("prefill") == "primed":
+        for m in out:
+            m["details"][contract.METHOD_KEY] = "primed"
+    return out
 
 
 def profiler_traces(profile: dict | None) -> list[dict]:

@@ -67,6 +67,9 @@ def test_measure_point_is_the_one_place_a_multi_stream_probe_plugs_in(tmp_path, 
     assert result.notes == ["point c8-p4000-m4 skipped: 4004 tokens per request exceed --max-model-len 1024",
                             builtin.PRIMED_NOTE.format(points="c8-p16-m4")]  # the points measured in steady decode
     assert result.measurement("decode_tok_s", "c8-p16-m4").details["prefill"] == "primed"
+    # every figure of the primed point names its method (a series of its own); the first point's none
+    assert {m.details.get("method") for m in result.measurements if m.point == "c8-p16-m4"} == {"primed"}
+    assert {m.details.get("method") for m in result.measurements if m.point == "c1-p0-m4"} == {None}
     assert {m.point for m in result.measurements} == {"c1-p0-m4", "c8-p16-m4"}
     assert args[0] == ["--max-model-len", "1024", "--max-num-seqs", "8"]  # sized from the points, the context kept
 

@@ -44,7 +44,7 @@ def regression_costs(commit: str) -> dict:
 
 def add_run(benchmark, value, *, host="host-a", correct=True, samples=None, flags=None, commit="",
             metric=contract.DECODE_TOK_S, state=Run.State.SUCCEEDED, variant=None, fingerprint="",
-            kept_spec=None) -> Run:
+            kept_spec=None, details=None) -> Run:
     """A finished run whose figure for `metric` is `value` (samples: three repeats at `value`
     unless given). `fingerprint`: the machine's (runners.hostinfo.fingerprint); '' as from an
     older worker, whose runs are compared by host name. `kept_spec`: the spec it was triggered
@@ -59,7 +59,8 @@ def add_run(benchmark, value, *, host="host-a", correct=True, samples=None, flag
     info = contract.METRICS[metric]
     samples = [value] * 3 if samples is None else samples
     Measurement.objects.create(run=run, metric=metric, value=value, unit=info.unit, direction=info.direction,
-                               samples=samples, sample_flags=flags if flags is not None else [""] * len(samples))
+                               samples=samples, sample_flags=flags if flags is not None else [""] * len(samples),
+                               details=details or {})
     if correct is not None:
         Measurement.objects.create(run=run, metric=contract.CORRECT, value=1.0 if correct else 0.0,
                                    direction="higher")

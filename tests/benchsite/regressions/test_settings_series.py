@@ -20,10 +20,10 @@ def kept(benchmark, **changes):
                                                    commit="", merge_base_with=""))
 
 
-def feed(benchmark, levels, spec, start=0):
+def feed(benchmark, levels, spec, start=0, details=None):
     runs = []
     for i, value in enumerate(levels, start=start):
-        run = add_run(benchmark, value * (1 + WOBBLE[i % 5] / 100), commit=sha(i + 1), kept_spec=spec)
+        run = add_run(benchmark, value * (1 + WOBBLE[i % 5] / 100), commit=sha(i + 1), kept_spec=spec, details=details)
         run_judge(run_id=run.id)
         runs.append(run)
     return runs
@@ -107,3 +107,17 @@ def test_a_confirmation_measures_with_the_settings_of_the_run_it_confirms(benchm
         assert complete.run_complete(run_id=rerun.id, result=result)
     cp.refresh_from_db()
     assert (cp.confirmation, cp.status) == ("agreed", "confirmed")
+
+
+def test_a_new_measuring_method_starts_a_new_series(benchmark):
+    """The probe measures a point another way (its streams primed): figures that name another
+    method (details["method"]) are left out of the series, so the step is no change point; runs
+    whose figures name none are the original method."""
+    a = kept(benchmark, max_tokens=64)
+    before = feed(benchmark, [100.0] * 12, a, details={"prefill": None})
+    after = feed(benchmark, [60.0] * 8, a, start=12, details={"method": "primed"})
+    assert not ChangePoint.objects.filter(metric=contract.DECODE_TOK_S).exists()
+    assert decode_verdict(after[0]).kind == Verdict.Kind.NOT_ENOUGH_DATA
+    assert "of figures measured the same way (primed)" in decode_verdict(after[-1]).baseline_description
+    assert set(decode_verdict(after[-1]).baseline_runs) == {r.id for r in after[:-1]}
+    assert set(decode_verdict(before[-1]).baseline_runs) <= {r.id for r in before}
