@@ -36,8 +36,11 @@ def run_live(*, run: Run) -> dict:
 
 
 def run_spec_link(run: Run) -> dict:
-    """Where the run's job spec is, and whether it is the one it was sent (False: rebuilt)."""
-    return {"url": reverse("bench:run-spec", args=[run.pk]), "as_sent": run.kept_spec_id is not None}
+    """Where the run's job spec is, whether it is the one it was sent (False: rebuilt), and its
+    settings digest (runs of one digest are one series; None: not kept)."""
+    kept = run.kept_spec_id is not None
+    return {"url": reverse("bench:run-spec", args=[run.pk]), "as_sent": kept,
+            "settings": run.kept_spec.settings if kept else None}
 
 
 def _greedy_text(run_id: int | None) -> str | None:

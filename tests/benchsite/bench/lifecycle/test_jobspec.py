@@ -68,7 +68,8 @@ def test_a_reapplied_benchmark_changes_neither_an_older_runs_spec_nor_what_it_is
     assert spec == first and header == "as sent"
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "<code>/models/llama-8b</code>" in html and "qwen" not in html and REBUILT_NOTE not in html
-    assert client.get(f"/api/runs/{run.pk}/").json()["spec"] == {"url": f"/runs/{run.pk}/spec.json", "as_sent": True}
+    assert client.get(f"/api/runs/{run.pk}/").json()["spec"] == {"url": f"/runs/{run.pk}/spec.json", "as_sent": True,
+                                                                "settings": run.kept_spec.settings}
 
     # the reaper re-queues it (its worker was lost): the same spec goes again
     settings.BENCH_REAPER_REQUEUE, settings.BENCH_HEARTBEAT_TIMEOUT_S = True, 60
@@ -213,6 +214,7 @@ def test_a_run_from_before_specs_were_kept_shows_a_rebuilt_spec_and_says_so_then
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="reproduce-rebuilt"' in html and REBUILT_NOTE in html
     assert client.get(f"/api/runs/{run.pk}/").json()["spec"]["as_sent"] is False
+    assert client.get(f"/api/runs/{run.pk}/").json()["spec"]["settings"] is None
 
     dispatch.enqueue_run(run.id)  # sent now: kept as sent, and sent so again
     run.refresh_from_db()
