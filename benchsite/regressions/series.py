@@ -126,7 +126,7 @@ def series_points(*, run: Run, metric: str, since_run: Run | None = None, until_
     else:
         runs = list(runs)
     measurements = {m.run_id: m for m in point_measurements(point).filter(run_id__in=[r.id for r in runs], metric=metric)}
-    own = measurements.get(run.id)
+    own = measurements.get(run.id) or point_measurements(point).filter(run_id=run.id, metric=metric).first()
     points = []
     for r in runs:
         m = measurements.get(r.id)
