@@ -1,6 +1,7 @@
 """Run-to-run and within-run noise per variant on the benchmark page, with
 answers worked out by hand from the history fixture (tests/benchsite/bench/pages/conftest.py)."""
 import statistics
+import uuid
 
 import pytest
 
@@ -38,3 +39,29 @@ def test_the_benchmark_page_shows_it(client, history, ladder_benchmark):
     html = client.get(f"/b/{ladder_benchmark.slug}/").content.decode()
     assert "noise: runs (repeats)" in html
     assert "±1.4%" in html and "(±1.5%)" in html
+
+
+def test_runs_of_other_settings_are_not_noise(history, ladder_benchmark):
+    """The benchmark re-applied with another max_tokens halves the figures: the runs before it are
+    another series, not run-to-run noise of the runs after it."""
+    from benchsite.bench.lifecycle import jobspec
+    from benchsite.bench.models import Run
+
+    eager = Variant.objects.get(benchmark=ladder_benchmark, position=1)
+    old = jobspec.spec_keep(jobspec.spec_template(ladder_benchmark, eager, repeats=None, ref="", commit="",
+                                                  merge_base_with=""))
+    Run.objects.filter(variant=eager).update(kept_spec=old)
+    ladder_benchmark.max_tokens = 16
+    ladder_benchmark.save()
+    new = jobspec.spec_keep(jobspec.spec_template(ladder_benchmark, eager, repeats=None, ref="", commit="",
+                                                  merge_base_with=""))
+    assert new.settings != old.settings
+    before = variant_noise(variants=[eager])[eager.pk]
+    for value in (25.0, 25.2, 24.8):
+        run = Run.objects.create(benchmark=ladder_benchmark, variant=eager, state=Run.State.SUCCEEDED,
+                                 batch=uuid.uuid4(), kept_spec=new)
+        Measurement.objects.create(run=run, metric="decode_tok_s", value=value, samples=[value] * 3,
+                                   sample_flags=[""] * 3)
+    after = variant_noise(variants=[eager])[eager.pk]
+    assert before["runs"] == 3 and after["runs"] == 3
+    assert after["across_cv"] == pytest.approx(statistics.stdev([25.0, 25.2, 24.8]) / 25.0, rel=1e-6)
