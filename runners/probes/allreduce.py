@@ -56,7 +56,7 @@ from runners.analysis import stats
 from runners.probes.client import CompletionClient, ProbeError
 from runners.probes.decode import _request_body
 from runners.probes.prompts import exact_prompt
-from runners.probes.streams import _http_client, check_point, prime, round_bodies, run_round
+from runners.probes.streams import _http_client, check_point, prefill_mode, prime, round_bodies, run_round
 from runners.probes.trace import STEP_RE, TraceError, parse_trace
 
 TRACE_GLOB_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
@@ -273,7 +273,7 @@ def measure_allreduce_share(*, base_url: str, model: str, trace_dir: Path, promp
     prefix = "ar" + time.strftime("%Y%m%d%H%M%S") + uuid.uuid4().hex[:8]
     before = _trace_files(trace_dir)
     single = concurrency == 1 and prompt_tokens is None
-    primed = concurrency > 1 and prompt_tokens is not None  # as the decode probe's point (streams.prefill_mode)
+    primed = prefill_mode("auto", concurrency=concurrency, prompt_tokens=prompt_tokens, request_rate=None) == "primed"
     http = client if client is not None or single else _http_client(concurrency, timeout_s)
     try:
         with CompletionClient(base_url, timeout_s=timeout_s, connect_s=10.0, client=http) as api:

@@ -174,7 +174,7 @@ class AllreduceProbe(ProbeBase):
     def run(self, ctx: ProbeContext) -> ProbeOutput:
         several = len(ctx.spec.workloads) > 1
         kv_tokens = workloads.kv_capacity_tokens(_engine_log(ctx)) if several else None
-        out, first, primed = ProbeOutput(), ctx.spec.default_point, []
+        out, first = ProbeOutput(), ctx.spec.default_point
         for point in ctx.spec.workloads:
             if several and workloads.skip_reason(point, args=ctx.engine_args, kv_tokens=kv_tokens):
                 continue  # the decode probe's note says why

@@ -8,11 +8,13 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
+from benchsite.bench.lifecycle import jobspec
 from benchsite.bench.models import Annotation, Benchmark, EngineSource, Variant
 from benchsite.bench.pages import home_cache
 
 from benchsite.integrations.models import RepoWatch
 from benchsite.integrations.repos import RepoURLError, repo_key
+from runners.contract import BENCHMARK_KEYS
 
 _BENCHMARK_EXTRA = {"engine", "variants"}
 _BENCHMARK_SKIP = {"id", "created_at", "engine_source"}
@@ -22,8 +24,8 @@ _WATCH_OPTIONAL = {"pull_requests"}  # absent: pull-request checks with their de
 _POSITION_SHIFT = 1000  # moves a ladder out of the way while it is renumbered (unique positions)
 # The fields whose change can move a figure (jobspec.settings_digest): runs after it are a new series,
 # which an annotation on every chart of the benchmark says.
-_SETTINGS_FIELDS = ("model", "prompt", "max_tokens", "warmup", "tensor_parallel_size", "engine_args", "engine_env",
-                    "workloads", "probes", "packages", "engine_source_id", "flags", "env")
+_SETTINGS_FIELDS = (*(key for key in BENCHMARK_KEYS if key not in jobspec.UNSETTLED_KEYS),
+                    "engine_args", "engine_env", "engine_source_id", "flags", "env")
 
 
 class ApplyError(ValueError):
