@@ -100,6 +100,32 @@ def declare_metric(metric: Metric) -> Metric:
     return metric
 
 
+def judged_metric_names() -> list[str]:
+    """The metrics a speed verdict judges: every metric with a direction but 'correct'."""
+    return [name for name, m in METRICS.items() if m.direction != "none" and name != CORRECT]
+
+
+def check_relative(value, what: str) -> float:
+    """A relative threshold lies strictly between 0 and 1 (0.005 = 0.5%); ContractError names WHAT."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value < 1:
+        raise ContractError(f"{what} must be a relative change above 0 and below 1 (0.005 = 0.5%), not {value!r}")
+    return float(value)
+
+
+def check_judged_metric(name, what: str) -> str:
+    """NAME is a metric the service judges; ContractError names WHAT and lists them."""
+    if not isinstance(name, str) or name not in judged_metric_names():
+        raise ContractError(f"{what} {name!r} names no judged metric; one of: {', '.join(sorted(judged_metric_names()))}")
+    return name
+
+
+def check_thresholds(thresholds) -> dict[str, float]:
+    """A benchmark's `thresholds:` map, metric -> relative change (0.01 = 1%)."""
+    if not isinstance(thresholds, Mapping):
+        raise ContractError(f"thresholds must be a mapping of metric -> relative change, not {type(thresholds).__name__}")
+    return {check_judged_metric(k, "thresholds: key"): check_relative(v, f"thresholds: {k}") for k, v in thresholds.items()}
+
+
 # How a figure was taken, when not the way it always was: `details["method"]` of a measurement
 # (e.g. "primed": a point's streams prefilled before the timed window). A series holds one method:
 # the service leaves figures of another out of it, so a probe that changes how it measures

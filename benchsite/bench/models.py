@@ -102,6 +102,9 @@ class Benchmark(models.Model):
         "them from its wheelhouse (BENCH_WHEELHOUSE), without their dependencies."))
     startup_timeout_s = models.PositiveIntegerField(default=600)
     time_limit_s = models.PositiveIntegerField(default=3600)
+    thresholds = models.JSONField(default=dict, blank=True, help_text=(
+        "Explicit thresholds, metric -> relative change, e.g. {\"decode_tok_s\": 0.01}: they win over the rule "
+        "from each series' noise (docs/methods/sensitivity.md)."))
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -123,6 +126,10 @@ class Benchmark(models.Model):
             check_workloads(self.workloads, max_tokens=self.max_tokens, engine_args=self.engine_args)
         except contract.SpecError as exc:
             raise ValidationError({"workloads": str(exc)}) from None
+        try:
+            contract.check_thresholds(self.thresholds)
+        except contract.ContractError as exc:
+            raise ValidationError({"thresholds": str(exc)}) from None
         try:
             contract.check_packages(self.packages)
         except contract.SpecError as exc:

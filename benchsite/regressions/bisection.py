@@ -1,9 +1,13 @@
 """Automatic bisection: queue runs on commits between a good and a bad one until the first bad
 commit is found. A run that failed (build, engine) or gave a wrong output is a skip, never slow.
 
-Each step's figure is judged against the two ends' levels: nearer the bad level is bad. The
-levels come from the change point (before/after) or, for a bisection started by hand, from a
-run of each end queued first."""
+Each step's figure is judged against the two ends' levels by the service's one rule
+(sensitivity.counts with the series' bound, thresholds.bound_for): bad when it differs from the
+good level and not from the bad one, good the other way round. A step the rule cannot place
+(both or neither) re-measures the newest good and the oldest bad commit once each, one start on
+each side of the step, and is judged again against those levels; only then, and only while the
+series' noise is not known, does the nearer level decide. The levels come from the change point
+(before/after) or, for a bisection started by hand, from a run of each end queued first."""
 from __future__ import annotations
 
 import logging
@@ -16,11 +20,15 @@ from benchsite.bench.models import Benchmark, EngineSource, Measurement, Run, Va
 from benchsite.bench.lifecycle.trigger import runs_trigger, TriggerError
 from runners import contract
 
-from .bisect_search import next_step
+from . import sensitivity
+from .bisect_search import bounds, next_step
 from .gitrange import RangeError, first_parent_range
+from .judging import relative_interval
 from .models import BisectStep, Bisection, ChangePoint
 from .samples import run_figure
 from .selectors import awaiting_confirmation
+from .thresholds import bound_for
+from .tstats import t_quantile
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +37,7 @@ class BisectError(ValueError):
     """A bisection cannot start as asked (the message says why); nothing is scheduled."""
 
 
-def _run_commit(bisection: Bisection, commit: str, role: str) -> BisectStep:
+def _run_commit(bisection: Bisection, commit: str, role: str, recheck_of: BisectStep | None = None) -> BisectStep:
     try:
         # Bench has no 'bisect' trigger kind; the BisectStep row records why the run exists.
         # With the repeats of the run that showed the change, when there is one (a change point's).
@@ -40,7 +48,7 @@ def _run_commit(bisection: Bisection, commit: str, role: str) -> BisectStep:
                               like=cp_run)  # the settings of the series it searches
     except TriggerError as exc:
         raise BisectError(str(exc)) from None
-    return BisectStep.objects.create(bisection=bisection, role=role, commit=commit, run=run)
+    return BisectStep.objects.create(bisection=bisection, role=role, commit=commit, run=run, recheck_of=recheck_of)
 
 
 def _source(benchmark: Benchmark) -> EngineSource:
@@ -93,7 +101,7 @@ def _finish(bisection: Bisection, state: str, message: str, first_bad: str = "")
 def _levels_known(bisection: Bisection) -> bool:
     if bisection.good_level is not None and bisection.bad_level is not None:
         return True
-    ends = {s.role: s for s in bisection.steps.exclude(role=BisectStep.Role.PROBE)}
+    ends = {s.role: s for s in bisection.steps.filter(role__in=[BisectStep.Role.GOOD_END, BisectStep.Role.BAD_END])}
     if any(s.outcome == BisectStep.Outcome.PENDING for s in ends.values()):
         return False
     if any(s.outcome == BisectStep.Outcome.SKIP or s.value is None for s in ends.values()):
@@ -123,29 +131,111 @@ def bisection_advance(*, bisection: Bisection) -> None:
         _run_commit(bisection, decision.commit, BisectStep.Role.PROBE)
 
 
-def _judge(step: BisectStep, run: Run) -> tuple[str, float | None, str]:
-    bisection = step.bisection
+def _figure(bisection: Bisection, run: Run) -> tuple[float | None, str]:
+    """The run's clean figure of the bisected metric, or None and why it is a skip."""
     if run.state != Run.State.SUCCEEDED:
-        return BisectStep.Outcome.SKIP, None, f"run {run.state.lower()}: {run.failure_kind or 'failed'}"
+        return None, f"run {run.state.lower()}: {run.failure_kind or 'failed'}"
     if Measurement.objects.filter(run=run, metric=contract.CORRECT, value=0).exists():
-        return BisectStep.Outcome.SKIP, None, "wrong output"
+        return None, "wrong output"
     measurement = Measurement.objects.filter(run=run, metric=bisection.metric).first()
     value = run_figure(measurement) if measurement is not None else None
-    if value is None:
-        return BisectStep.Outcome.SKIP, None, f"no clean {bisection.metric}"
-    if step.role != BisectStep.Role.PROBE:
-        return BisectStep.Outcome.GOOD if step.role == BisectStep.Role.GOOD_END else BisectStep.Outcome.BAD, value, ""
-    bad = abs(value - bisection.bad_level) < abs(value - bisection.good_level)
-    return (BisectStep.Outcome.BAD if bad else BisectStep.Outcome.GOOD), value, ""
+    return value, "" if value is not None else f"no clean {bisection.metric}"
+
+
+def _bound(bisection: Bisection) -> sensitivity.Bound | None:
+    """The bound of the series the bisection searches (its change point's run's), None without one."""
+    run = bisection.change_point.run if bisection.change_point_id else None
+    if run is None:
+        end = bisection.steps.filter(role=BisectStep.Role.GOOD_END, run__isnull=False).select_related("run").first()
+        run = end.run if end else None
+    return bound_for(run=run, metric=bisection.metric) if run is not None else None
+
+
+def _differs(value: float, level: float, bound: sensitivity.Bound) -> bool:
+    """Does one start's VALUE differ from LEVEL by the rule: the interval of their difference
+    excludes zero and the change reaches the bound? A level may itself be one start (a change
+    found by a strong verdict, a re-measured side): the interval is that of two starts, from the
+    series' noise."""
+    if level == 0:
+        return value != 0
+    half = t_quantile(0.975, max(1, bound.noise.starts - 1)) * bound.noise.relative * math.sqrt(2) * abs(level)
+    low, high = relative_interval(value=value, mean=level, half=half)
+    return sensitivity.counts(effect=value / level - 1, ci_low=low, ci_high=high, threshold=bound.relative)
+
+
+def _place(value: float, good: float, bad: float, bound: sensitivity.Bound | None) -> str | None:
+    """GOOD or BAD by the rule; None when it cannot tell (both levels, or neither, fit VALUE).
+    Without a known noise: the nearer level, as before the rule."""
+    if bound is None or bound.noise is None or not bound.noise.known:
+        return BisectStep.Outcome.BAD if abs(value - bad) < abs(value - good) else BisectStep.Outcome.GOOD
+    off_good, off_bad = _differs(value, good, bound), _differs(value, bad, bound)
+    if off_good != off_bad:
+        return BisectStep.Outcome.BAD if off_good else BisectStep.Outcome.GOOD
+    return None
+
+
+def _recheck(step: BisectStep) -> None:
+    """One more start on each side of an inconclusive probe: the newest good and the oldest bad commit."""
+    bisection = step.bisection
+    outcomes = dict(bisection.steps.filter(role=BisectStep.Role.PROBE).values_list("commit", "outcome"))
+    lo, hi = bounds(bisection.commits, outcomes)
+    good = bisection.commits[lo] if lo >= 0 else bisection.good_commit
+    _run_commit(bisection, good, BisectStep.Role.GOOD_AGAIN, recheck_of=step)
+    _run_commit(bisection, bisection.commits[hi], BisectStep.Role.BAD_AGAIN, recheck_of=step)
+
+
+def _judge_probe(step: BisectStep) -> None:
+    """Place a measured probe (its value set): by the rule against the bisection's levels, or,
+    once both sides were re-measured, against theirs; inconclusive the first time: re-measure."""
+    bisection = step.bisection
+    good, bad = bisection.good_level, bisection.bad_level
+    again = {s.role: s.value for s in step.rechecks.all()}
+    good = again.get(BisectStep.Role.GOOD_AGAIN) or good
+    bad = again.get(BisectStep.Role.BAD_AGAIN) or bad
+    placed = _place(step.value, good, bad, _bound(bisection))
+    if placed is None and not again:
+        step.note = "inconclusive against both levels: one more start on each side"
+        _recheck(step)
+    elif placed is None:
+        placed = BisectStep.Outcome.BAD if abs(step.value - bad) < abs(step.value - good) else BisectStep.Outcome.GOOD
+        step.note = f"inconclusive after both sides were re-measured ({good:.6g} / {bad:.6g}): the nearer level"
+    elif again:
+        step.note = f"placed against the re-measured sides ({good:.6g} / {bad:.6g})"
+    step.outcome = placed or BisectStep.Outcome.PENDING
+    step.save(update_fields=["outcome", "note"])
+
+
+def _record(step: BisectStep, run: Run) -> BisectStep | None:
+    """Record a finished step's figure; returns the probe whose judgement may now go on."""
+    step.value, note = _figure(step.bisection, run)
+    if step.role in (BisectStep.Role.GOOD_AGAIN, BisectStep.Role.BAD_AGAIN):
+        step.outcome = (BisectStep.Outcome.SKIP if step.value is None else
+                        BisectStep.Outcome.GOOD if step.role == BisectStep.Role.GOOD_AGAIN else BisectStep.Outcome.BAD)
+        step.note = note
+        step.save(update_fields=["outcome", "value", "note"])
+        probe = step.recheck_of
+        if probe.rechecks.filter(outcome=BisectStep.Outcome.PENDING).exists():
+            return None
+        _judge_probe(probe)
+        return probe
+    if step.value is None:
+        step.outcome, step.note = BisectStep.Outcome.SKIP, note
+    elif step.role != BisectStep.Role.PROBE:
+        step.outcome = BisectStep.Outcome.GOOD if step.role == BisectStep.Role.GOOD_END else BisectStep.Outcome.BAD
+    step.save(update_fields=["outcome", "value", "note"])
+    if step.role == BisectStep.Role.PROBE and step.value is not None:
+        _judge_probe(step)
+    return step
 
 
 def bisect_steps_record(*, run: Run) -> list[Bisection]:
     """A finished run that is a bisection step: judge it and move its bisection on."""
     advanced = []
-    for step in BisectStep.objects.filter(run=run, outcome=BisectStep.Outcome.PENDING).select_related("bisection"):
-        step.outcome, step.value, step.note = _judge(step, run)
-        step.save(update_fields=["outcome", "value", "note"])
+    for step in BisectStep.objects.filter(run=run, outcome=BisectStep.Outcome.PENDING).select_related(
+            "bisection", "recheck_of"):
         try:
+            if _record(step, run) is None:
+                continue  # the other side of an inconclusive probe is still being re-measured
             bisection_advance(bisection=step.bisection)
         except BisectError as exc:
             _finish(step.bisection, Bisection.State.FAILED, str(exc))

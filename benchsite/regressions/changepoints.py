@@ -12,7 +12,7 @@ from . import edivisive, judging
 from .models import ChangePoint
 from .outcomes import outcomes_refresh
 from .series import Point, parent_commit, series_key, series_point, series_points
-from .thresholds import judged_metrics, threshold_for
+from .thresholds import bound_for, judged_metrics
 from .verdicts import baseline_reset
 
 MIN_SIZE = edivisive.DEFAULT_MIN_SIZE
@@ -84,7 +84,7 @@ def changepoints_detect(*, run: Run) -> list[ChangePoint]:
         points = series_points(run=run, metric=metric, since_run=reset.run if reset else None, until_run=run,
                                point=point, newest=MAX_POINTS)
         found = edivisive.detect([p.value for p in points], min_size=MIN_SIZE, max_pvalue=MAX_PVALUE,
-                                 min_change=threshold_for(benchmark=run.benchmark, metric=metric))
+                                 min_change=bound_for(run=run, metric=metric, point=point).relative)
         with transaction.atomic():
             for cp in found:
                 if reset is not None and cp.index == 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from statistics import fmean, median, stdev
 
+from .sensitivity import counts
 from .tstats import t_quantile
 
 IMPROVEMENT, REGRESSION, NO_CHANGE, NOT_ENOUGH_DATA = "improvement", "regression", "no_change", "not_enough_data"
@@ -55,9 +56,8 @@ def judge(*, value: float, history: list[float], direction: str, threshold: floa
     effect = (value - mean) / mean
     ci_low, ci_high = relative_interval(value=value, mean=mean, half=half)
     result = {"baseline": mean, "effect": effect, "ci_low": ci_low, "ci_high": ci_high, "note": "", "strong": False}
-    significant = ci_low > 0 or ci_high < 0
     better = effect > 0 if direction == "higher" else effect < 0
-    if not (significant and abs(effect) >= threshold):
+    if not counts(effect=effect, ci_low=ci_low, ci_high=ci_high, threshold=threshold):
         return {**result, "kind": NO_CHANGE}
     if better and incorrect:
         return {**result, "kind": NO_CHANGE, "note": "output incorrect: never an improvement"}

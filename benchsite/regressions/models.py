@@ -2,10 +2,22 @@
 
 A series is one benchmark + variant + GPU pool + host fingerprint, for one metric: runs on
 another host or pool are never silently compared."""
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from runners import contract
+
+from . import sensitivity
+
 from benchsite.bench.models import Benchmark, Run, Variant
+
+
+def _relative(value):
+    try:
+        contract.check_relative(value, "the threshold")
+    except contract.ContractError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class Threshold(models.Model):
@@ -15,13 +27,46 @@ class Threshold(models.Model):
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, null=True, blank=True,
                                   related_name="regression_thresholds")
     metric = models.CharField(max_length=100)
-    relative = models.FloatField(validators=[MinValueValidator(0.0)], help_text="0.03 = 3%")
+    relative = models.FloatField(validators=[_relative], help_text="0.03 = 3%; above 0 and below 1")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["benchmark", "metric"], name="threshold_unique")]
 
+    def clean(self):
+        try:
+            contract.check_judged_metric(self.metric, "metric")
+        except contract.ContractError as exc:
+            raise ValidationError({"metric": str(exc)}) from None
+
     def __str__(self):
         return f"{self.benchmark or 'default'} {self.metric} {self.relative:.1%}"
+
+
+class SeriesNoise(models.Model):
+    """The run-to-run noise of one series (series_key, metric, settings digest, measuring method),
+    estimated over its newest runs (sensitivity.noise_estimate) each time one of them is judged:
+    verdicts, change points, confirmations, bisections and pages read it, never recompute it."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="series_noise")
+    variant = models.ForeignKey(Variant, on_delete=models.CASCADE, related_name="series_noise")
+    series_key = models.CharField(max_length=300)
+    metric = models.CharField(max_length=100)
+    point = models.CharField(max_length=100, blank=True)
+    settings = models.CharField(max_length=64, blank=True, help_text="KeptSpec.settings; empty: not known.")
+    method = models.CharField(max_length=40, blank=True)
+    relative = models.FloatField(help_text="Standard deviation of one run's figure over its level.")
+    starts = models.PositiveIntegerField(help_text="Engine starts (runs) it was estimated from.")
+    same_code = models.PositiveIntegerField(default=0, help_text="Of them, runs of a commit measured more than once.")
+    run = models.ForeignKey(Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+                            help_text="The newest run it read.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["series_key", "metric", "settings", "method"],
+                                               name="series_noise_unique")]
+
+    def __str__(self):
+        return f"{self.series_key} {self.metric}: {self.relative:.3%} over {self.starts} starts"
 
 
 class Verdict(models.Model):
@@ -48,6 +93,11 @@ class Verdict(models.Model):
     note = models.TextField(blank=True)
     strong = models.BooleanField(default=False, help_text="Beyond the 99.9% prediction interval too: a change "
                                                           "point starts at once, before the detector sees it.")
+    threshold_source = models.CharField(max_length=10, blank=True, help_text=(
+        "Which bound decided the threshold (regressions.sensitivity): explicit, floor, noise or default "
+        "(the series' noise not known yet); empty for verdicts from before."))
+    noise = models.FloatField(null=True, blank=True, help_text="The series' run-to-run noise (relative) when judged.")
+    noise_starts = models.PositiveIntegerField(null=True, blank=True, help_text="The engine starts it was estimated from.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -56,6 +106,14 @@ class Verdict(models.Model):
 
     def __str__(self):
         return f"run {self.run_id} {self.metric}: {self.kind}"
+
+    @property
+    def threshold_basis(self) -> str:
+        """Which bound decided, in words: 'threshold 0.5% (floor); noise 0.08% over 14 starts'."""
+        if not self.threshold_source:
+            return ""
+        noise = sensitivity.Noise(self.noise, self.noise_starts or 0) if self.noise is not None else None
+        return sensitivity.Bound(self.threshold, self.threshold_source, noise).describe()
 
 
 class ChangePoint(models.Model):
@@ -192,6 +250,8 @@ class BisectStep(models.Model):
         GOOD_END = "good_end", "measure the good end"
         BAD_END = "bad_end", "measure the bad end"
         PROBE = "probe"
+        GOOD_AGAIN = "good_again", "re-measure the good side"
+        BAD_AGAIN = "bad_again", "re-measure the bad side"
 
     class Outcome(models.TextChoices):
         PENDING = "pending"
@@ -206,6 +266,8 @@ class BisectStep(models.Model):
     outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.PENDING)
     value = models.FloatField(null=True, blank=True)
     note = models.CharField(max_length=300, blank=True)
+    recheck_of = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="rechecks",
+                                   help_text="The probe whose judgement waits for this re-measured end.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

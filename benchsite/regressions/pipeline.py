@@ -16,6 +16,7 @@ from .confirm import (changepoint_confirm, changepoint_from_verdict, changepoint
                       confirmations_resolve)
 from .canary import canary_record
 from .models import BisectStep, CanaryRun, ChangePoint, Verdict
+from .noise import noise_refresh
 from .verdicts import verdicts_compute
 
 
@@ -46,6 +47,7 @@ def _judge_and_confirm(run: Run, is_confirmation: bool) -> list[ChangePoint]:
             if change_point.status == ChangePoint.Status.CONFIRMED or change_point.confirmation in (
                     ChangePoint.Confirmation.AGREED, ChangePoint.Confirmation.DISAGREED):
                 settled.append(change_point)
+    noise_refresh(run=run)  # after judging: a run's own figure never sets the bound it is judged by
     return settled
 
 

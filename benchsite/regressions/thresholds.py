@@ -1,37 +1,39 @@
-"""The relative change each metric must exceed before a verdict or a change point counts.
-
-Defaults by metric (the registry's names), then a global row, then the benchmark's own row."""
+"""The bound a change must reach before a verdict, a change point, a confirmation or a bisection
+step counts it: explicit thresholds first, then the rule from the series' noise
+(regressions.sensitivity, pure), read here from the database."""
 from django.db.models import Q
 
 from runners import contract
 
+from . import sensitivity
 from .models import Threshold
-
-# Latency tails are noisier than medians and throughput; 'correct' is judged on its own (0 or 1).
-DEFAULT_THRESHOLDS: dict[str, float] = {
-    contract.DECODE_TOK_S: 0.03,
-    contract.TTFT_MS: 0.05,
-    contract.ITL_MS_P50: 0.03,
-    contract.ITL_MS_P90: 0.05,
-    contract.ITL_MS_P99: 0.10,
-    contract.ALLREDUCE_SHARE: 0.05,
-    contract.ALLREDUCE_US_PER_CALL: 0.05,
-    contract.COMM_US_PER_CALL: 0.05,
-    contract.CEILING_TOK_S: 0.05,
-}
-FALLBACK_THRESHOLD = 0.05
+from .noise import series_noise
 
 
 def judged_metrics() -> list[str]:
     """Metrics that get a speed verdict: every registry metric with a direction, but 'correct'."""
-    return [name for name, m in contract.METRICS.items() if m.direction != "none" and name != contract.CORRECT]
+    return contract.judged_metric_names()
 
 
-def threshold_for(*, benchmark, metric: str) -> float:
+def explicit_threshold(*, benchmark, metric: str) -> float | None:
+    """An explicit threshold, most specific first: the benchmark's admin row, its YAML
+    `thresholds:`, the admin row for every benchmark; None when none is set."""
     rows = dict(Threshold.objects.filter(Q(benchmark=benchmark) | Q(benchmark=None), metric=metric)
                 .values_list("benchmark_id", "relative"))
     if benchmark.pk in rows:
         return rows[benchmark.pk]
-    if None in rows:
-        return rows[None]
-    return DEFAULT_THRESHOLDS.get(metric, FALLBACK_THRESHOLD)
+    if metric in (benchmark.thresholds or {}):
+        return benchmark.thresholds[metric]
+    return rows.get(None)
+
+
+def threshold_for(*, benchmark, metric: str) -> float:
+    """The bound without a series' noise (pull-request checks, canaries): explicit, else the default."""
+    return sensitivity.bound(metric, explicit=explicit_threshold(benchmark=benchmark, metric=metric)).relative
+
+
+def bound_for(*, run, metric: str, point: str = "", method: str | None = None) -> sensitivity.Bound:
+    """The one bound of RUN's series of METRIC at POINT: what verdicts, change points,
+    confirmations and bisections judge with."""
+    return sensitivity.bound(metric, noise=series_noise(run, metric, point, method),
+                             explicit=explicit_threshold(benchmark=run.benchmark, metric=metric))

@@ -21,7 +21,7 @@ from .models import ChangePoint, Verdict
 from .samples import run_figure
 from .series import (Point, host_fingerprint, is_incorrect, other_settings_before, same_machine, series_key, series_point,
                      series_points)
-from .thresholds import judged_metrics, threshold_for
+from .thresholds import bound_for, judged_metrics
 
 Kind = Verdict.Kind
 
@@ -105,11 +105,14 @@ def judge(*, value: float, history: list[float], direction: str, threshold: floa
 
 
 def _speed_verdict(run: Run, measurement: Measurement, incorrect: bool, other: Run | None) -> dict:
-    metric, point = measurement.metric, series_point(measurement)
-    threshold = threshold_for(benchmark=run.benchmark, metric=metric)
+    metric, point, method = measurement.metric, series_point(measurement), contract.method_of(measurement.details)
+    bound = bound_for(run=run, metric=metric, point=point, method=method)
+    threshold = bound.relative
     history, reset = baseline_points(run=run, metric=metric, point=point)
-    fields = {"threshold": threshold, "baseline_runs": [p.run.id for p in history],
-              "baseline_description": _describe(run, history, reset, other, contract.method_of(measurement.details))}
+    fields = {"threshold": threshold, "threshold_source": bound.source, "baseline_runs": [p.run.id for p in history],
+              "noise": bound.noise.relative if bound.noise else None,
+              "noise_starts": bound.noise.starts if bound.noise else None,
+              "baseline_description": _describe(run, history, reset, other, method)}
     value = run_figure(measurement)
     if value is None:
         return {**fields, "kind": Kind.NOT_ENOUGH_DATA, "note": "every repeat was flagged: no clean sample"}

@@ -1,0 +1,51 @@
+"""Each series' run-to-run noise, kept in SeriesNoise: refreshed when one of its runs is judged
+(over its newest NOISE_WINDOW runs, so the cost of a run does not grow with its history), read
+by the rule (thresholds.bound_for) and by pages."""
+from __future__ import annotations
+
+from benchsite.bench.models import Measurement, Run
+from runners import contract
+
+from . import sensitivity
+from .models import SeriesNoise
+from .series import point_measurements, series_key, series_point, series_points
+
+NOISE_WINDOW = 40  # runs: enough for a steady estimate, few enough that an old level leaves it
+
+
+def settings_of(run: Run) -> str:
+    """The settings digest of RUN's series ("" for a run triggered before specs were kept)."""
+    return run.kept_spec.settings if run.kept_spec_id else ""
+
+
+def method_at(run: Run, metric: str, point: str = "") -> str:
+    details = point_measurements(point).filter(run=run, metric=metric).values_list("details", flat=True).first()
+    return contract.method_of(details)
+
+
+def series_noise(run: Run, metric: str, point: str = "", method: str | None = None) -> sensitivity.Noise | None:
+    """The noise kept for RUN's series of METRIC at POINT (METHOD: its figure's, read when None)."""
+    method = method_at(run, metric, point) if method is None else method
+    row = (SeriesNoise.objects.filter(series_key=series_key(run, point), metric=metric, settings=settings_of(run),
+                                      method=method).values_list("relative", "starts", "same_code").first())
+    return sensitivity.Noise(*row) if row else None
+
+
+def noise_refresh(*, run: Run) -> list[SeriesNoise]:
+    """Estimate again the noise of every judged series RUN has a figure in, from its newest runs."""
+    rows = []
+    measurements = Measurement.all_points.filter(run=run, metric__in=contract.judged_metric_names()).only("metric", "point",
+                                                                                          "first_point", "details")
+    for m in measurements:
+        point = series_point(m)
+        points = series_points(run=run, metric=m.metric, until_run=run, point=point, newest=NOISE_WINDOW)
+        noise = sensitivity.noise_estimate([(p.run.commit, p.value) for p in points])
+        if noise is None:
+            continue
+        row, _ = SeriesNoise.objects.update_or_create(
+            series_key=series_key(run, point), metric=m.metric, settings=settings_of(run),
+            method=contract.method_of(m.details),
+            defaults={"benchmark_id": run.benchmark_id, "variant_id": run.variant_id, "point": point, "run": run,
+                      "relative": noise.relative, "starts": noise.starts, "same_code": noise.same_code})
+        rows.append(row)
+    return rows
