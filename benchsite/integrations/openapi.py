@@ -19,7 +19,15 @@ _VERDICT = {
                    "effect": {**_NUMBER, "description": "relative change against the baseline, a fraction"},
                    "interval": {"type": ["array", "null"], "items": {"type": "number"}, "minItems": 2,
                                 "maxItems": 2, "description": "95% interval of the effect [lo, hi], fractions"},
-                   "threshold": {"type": "number", "description": "the smallest change that counts, a fraction"}},
+                   "threshold": {"type": "number", "description": "the smallest change that counts, a fraction"},
+                   "threshold_source": {"type": ["string", "null"], "enum": ["explicit", "floor", "noise", "default", None],
+                                        "description": "which bound decided the threshold: explicit (set for the "
+                                                       "benchmark), floor (the metric's), noise (1.5 x the series' "
+                                                       "noise) or default (the noise not known yet); null before"},
+                   "noise": {**_NUMBER, "description": "the series' run-to-run noise between engine starts when "
+                                                       "judged, a fraction (relative standard deviation)"},
+                   "noise_starts": {"type": ["integer", "null"], "description": "the engine starts the noise "
+                                                                               "was estimated from"}},
 }
 _ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
 _MEASUREMENT = {

@@ -108,12 +108,13 @@ class Verdict(models.Model):
         return f"run {self.run_id} {self.metric}: {self.kind}"
 
     @property
-    def threshold_basis(self) -> str:
-        """Which bound decided, in words: 'threshold 0.5% (floor); noise 0.08% over 14 starts'."""
+    def bound(self) -> sensitivity.Bound | None:
+        """The bound it was judged by (None for a verdict from before the rule): its describe()
+        says which decided, 'threshold 0.5% (floor); noise 0.08% over 14 starts'."""
         if not self.threshold_source:
-            return ""
+            return None
         noise = sensitivity.Noise(self.noise, self.noise_starts or 0) if self.noise is not None else None
-        return sensitivity.Bound(self.threshold, self.threshold_source, noise).describe()
+        return sensitivity.Bound(self.threshold, self.threshold_source, noise)
 
 
 class ChangePoint(models.Model):

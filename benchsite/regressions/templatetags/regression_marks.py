@@ -1,10 +1,13 @@
 """{% chart_marks_table benchmark %}: the table fallback of the verdict and change-point marks
-the benchmark page's charts draw (two queries, however long the history)."""
+the benchmark page's charts draw (two queries, however long the history); {% sensitivity_table
+benchmark %}: what each variant's decode series can see."""
 from django import template
 
 from runners import contract
 
-from ..models import ChangePoint, Verdict
+from .. import sensitivity
+from ..models import ChangePoint, SeriesNoise, Verdict
+from ..thresholds import explicit_threshold
 
 register = template.Library()
 
@@ -25,3 +28,24 @@ def chart_marks_table(benchmark):
               "commit": c["commit"][:10], "mark": "change point", "effect": c["change"], "status": c["status"]}
              for c in changes]
     return {"benchmark": benchmark, "rows": rows}
+
+
+@register.inclusion_tag("regressions/_sensitivity.html")
+def sensitivity_table(benchmark):
+    """Per variant: its decode series' noise between engine starts (the newest kept, SeriesNoise),
+    the threshold the rule gives it, and the smallest change seen 19 times in 20 with 2 and 6
+    starts (two queries)."""
+    metric = contract.DECODE_TOK_S
+    explicit = explicit_threshold(benchmark=benchmark, metric=metric)
+    newest = {}
+    for row in (SeriesNoise.objects.filter(benchmark=benchmark, metric=metric, point="")
+                .select_related("variant").order_by("variant__position", "-updated_at", "-id")):
+        newest.setdefault(row.variant_id, row)
+    rows = []
+    for row in newest.values():
+        noise = sensitivity.Noise(row.relative, row.starts, row.same_code)
+        bound = sensitivity.bound(metric, noise=noise, explicit=explicit)
+        rows.append({"variant": row.variant.name, "noise": noise, "bound": bound, "known": noise.known,
+                     "visible": {n: sensitivity.visible_change(noise, n, bound.relative) for n in (2, 6)}})
+    return {"rows": rows, "min_starts": sensitivity.MIN_STARTS, "k": sensitivity.K,
+            "floor": sensitivity.floor(metric), "default": sensitivity.default_threshold(metric)}

@@ -239,7 +239,7 @@ def judged(runs):
     for metric, value in (("correct", 0.0), ("allreduce_share", 0.084778), ("ceiling_tok_s", 381.77)):
         Measurement.objects.create(run=done, metric=metric, value=value)
     Verdict.objects.create(run=done, metric="decode_tok_s", kind="no_change", effect=0.02, ci_low=-0.01, ci_high=0.05,
-                           threshold=0.03)
+                           threshold=0.005, threshold_source="floor", noise=0.0008, noise_starts=14)
     Verdict.objects.create(run=done, metric="itl_ms_p50", kind="not_enough_data", threshold=0.03)
     Verdict.objects.create(run=done, metric="correct", kind="regression", threshold=0.0)
     twin = Run.objects.create(benchmark=done.benchmark, variant=done.variant, batch=done.batch, state="SUCCEEDED",
@@ -255,8 +255,10 @@ def test_every_run_says_its_outcome_correctness_verdicts_and_figures(client, jud
     assert (done["state"], done["outcome"], done["outcome_final"], done["correct"]) == (
         "SUCCEEDED", "incorrect", True, False)
     assert done["verdicts"] == [
-        {"metric": "decode_tok_s", "effect": 0.02, "interval": [-0.01, 0.05], "threshold": 0.03},
-        {"metric": "itl_ms_p50", "effect": None, "interval": None, "threshold": 0.03},
+        {"metric": "decode_tok_s", "effect": 0.02, "interval": [-0.01, 0.05], "threshold": 0.005,
+         "threshold_source": "floor", "noise": 0.0008, "noise_starts": 14},
+        {"metric": "itl_ms_p50", "effect": None, "interval": None, "threshold": 0.03, "threshold_source": None,
+         "noise": None, "noise_starts": None},
     ]
     assert (done["allreduce_share"], done["ceiling_tok_s"], done["decode_tok_s"]) == (0.084778, 381.77, 100.0)
     assert (failed["outcome"], failed["outcome_final"], failed["correct"], failed["verdicts"]) == (

@@ -1,4 +1,5 @@
-"""`manage.py bench_detect FILE.csv --direction higher|lower --json`, as a script would call it."""
+"""`manage.py bench_detect FILE.csv --direction higher|lower [--metric M] [--min-change X] --json`, as
+a script would call it."""
 import json
 import subprocess
 import sys
@@ -49,3 +50,38 @@ def test_bad_csv_is_refused(tmp_path):
     assert absent.returncode != 0 and "cannot read" in absent.stderr
     direction = bench_detect(write_csv(tmp_path, [("a", "c1", "1")]), "--direction", "up")
     assert direction.returncode != 0 and "invalid choice" in direction.stderr
+
+
+def _quiet_steps(tmp_path):
+    """Three series of 60 commits at 0.08% noise: a 1% step, a 0.2% step (below the floor), none."""
+    import random
+
+    rng, rows = random.Random(11), []
+    for name, step in (("one", -0.01), ("fifth", -0.002), ("flat", 0.0)):
+        for i in range(60):
+            rows.append((name, f"c{i:02d}", round(100 * (1 + (step if i >= 30 else 0)) * (1 + 0.0008 * rng.gauss(0, 1)), 4)))
+    return write_csv(tmp_path, rows)
+
+
+def test_metric_applies_the_service_rule_and_min_change_overrides_it(tmp_path):
+    path = _quiet_steps(tmp_path)
+    found = {}
+    for args in ([], ["--metric", "decode_tok_s"], ["--min-change", "0.03"], ["--metric", "decode_tok_s", "--min-change", "0.001"]):
+        proc = bench_detect(path, "--direction", "higher", "--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        found[" ".join(args)] = {n: [cp["index"] for cp in s["change_points"]] for n, s in json.loads(proc.stdout)["series"].items()}
+    # no floor: both steps; the rule's floor of 0.5% (the noise is 0.08%): the 1% step only; 3%: none
+    assert found[""] == {"one": [30], "fifth": [30], "flat": []}
+    assert found["--metric decode_tok_s"] == {"one": [30], "fifth": [], "flat": []}
+    assert found["--min-change 0.03"] == {"one": [], "fifth": [], "flat": []}
+    assert found["--metric decode_tok_s --min-change 0.001"] == found[""]
+
+
+def test_metric_and_min_change_are_checked(tmp_path):
+    path = _quiet_steps(tmp_path)
+    unknown = bench_detect(path, "--direction", "higher", "--metric", "tok_s")
+    assert unknown.returncode != 0 and "--metric 'tok_s' names no judged metric" in unknown.stderr
+    undirected = bench_detect(path, "--direction", "higher", "--metric", "mem_bandwidth_gb_s")
+    assert undirected.returncode != 0 and "names no judged metric" in undirected.stderr
+    negative = bench_detect(path, "--direction", "higher", "--min-change", "-0.1")
+    assert negative.returncode != 0 and "--min-change must be a relative change from 0 to below 1" in negative.stderr
