@@ -1,7 +1,7 @@
 """What the service's rule (benchsite.regressions.sensitivity) finds on generated series, and what
 each recorded series can see with its own noise.
 
-    python benchmarks/sensitivity.py [--reps 40] [--seed 20261205] [--json]
+    python benchmarks/sensitivity.py [--reps 40] [--seeds 20261205,1,2] [--json]
 
 Every series is played online, as the service sees it: after each new run it knows the series'
 noise from the runs before (sensitivity.noise_estimate over the newest 40, as SeriesNoise keeps
@@ -149,16 +149,49 @@ SCENARIOS = [  # name, noise, step, within, hiccups, rules
 ]
 
 
+RULES = (("noise rule", noise_rule), ("fixed 3%", fixed_rule))
+
+
 def generated(reps: int, seed: int) -> list[dict]:
     rows = []
     for k, (name, noise, step, within, hiccups) in enumerate(SCENARIOS):
-        for rule_name, rule in (("noise rule", noise_rule), ("fixed 3%", fixed_rule)):
+        for rule_name, rule in RULES:
             rng, rerun_rng = random.Random(seed + 1000 * k), random.Random(seed - 1000 * k)  # same series per rule
             n_reps = reps if step is not None else max(10, reps // 2)
             row = play(rng, rerun_rng, rule, noise, step, n_reps, hiccups, within)
-            rows.append({"scenario": name, "rule": rule_name, "noise": noise, "step": step, "within": within,
-                         "series": n_reps, **row})
+            rows.append({"scenario": name, "rule": rule_name, "seed": seed, "noise": noise, "step": step,
+                         "within": within, "series": n_reps, **row})
     return rows
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Over the seeds, per scenario and rule: found (mean, min, max over seeds), false alarms per
+    1,000 points (pooled); then 5-10% steps at 2% noise together, with every 2% series' alarms."""
+    out = []
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["scenario"], r["rule"]), []).append(r)
+    for scenario, noise, step, within, hiccups in SCENARIOS:
+        for rule_name, _ in RULES:
+            mine = groups.get((scenario, rule_name), [])
+            out.append(_pooled(scenario, rule_name, mine))
+    for rule_name, _ in RULES:
+        two = [r for r in rows if r["rule"] == rule_name and r["noise"] == 0.02]
+        steps = [r for r in two if r["step"] is not None]
+        row = _pooled("5-10% steps at 2% noise, every 2% series' alarms", rule_name, two)
+        row["found"] = sum(r["found"] * r["series"] for r in steps) / max(1, sum(r["series"] for r in steps))
+        out.append(row)
+    return out
+
+
+def _pooled(scenario: str, rule: str, rows: list[dict]) -> dict:
+    found = [r["found"] for r in rows if r["found"] is not None]
+    false, points = sum(r["false_alarms"] for r in rows), sum(r["points"] for r in rows)
+    return {"scenario": scenario, "rule": rule, "seeds": len({r["seed"] for r in rows}),
+            "found": statistics.fmean(found) if found else None,
+            "found_range": [min(found), max(found)] if found else None,
+            "false_alarms": false, "points": points, "false_per_1000": 1000 * false / max(1, points),
+            "from_hiccups": sum(r["from_hiccups"] for r in rows)}
 
 
 def _figures(path: Path, keys: list[str]) -> list[float]:
@@ -192,13 +225,14 @@ def _pct(x, digits=2):
     return "–" if x is None else f"{x * 100:.{digits}f}%"
 
 
-def markdown(gen: list[dict], rec: list[dict]) -> str:
-    lines = ["| scenario | rule | series | found | delay: median (slowdowns) | false alarms / 1000 points "
-             "| of them at a hiccup |", "|---|---|---|---|---|---|---|"]
-    for r in gen:
-        found = "–" if r["found"] is None else f"{r['found'] * 100:.0f}% (within {r['within']})"
-        delay = f"{_num(r['median_delay'])} ({_num(r['median_delay_regressions'])})"
-        lines.append(f"| {r['scenario']} | {r['rule']} | {r['series']} | {found} | {delay} | {r['false_per_1000']:.2f} "
+def markdown(summ: list[dict], rec: list[dict]) -> str:
+    lines = ["| scenario | rule | found: mean over seeds (range) | false alarms / 1000 points | of them at a hiccup |",
+             "|---|---|---|---|---|"]
+    for r in summ:
+        found = "–" if r["found"] is None else f"{r['found'] * 100:.1f}%"
+        if r.get("found_range") and r["seeds"] > 1:
+            found += f" ({r['found_range'][0] * 100:.0f}-{r['found_range'][1] * 100:.0f}%)"
+        lines.append(f"| {r['scenario']} | {r['rule']} | {found} | {r['false_per_1000']:.2f} "
                      f"({r['false_alarms']} in {r['points']}) | {r['from_hiccups']} |")
     lines += ["", "| recorded starts | starts | CV | noise (rule) | threshold | seen with 2 starts | with 6 |",
               "|---|---|---|---|---|---|---|"]
@@ -211,20 +245,25 @@ def markdown(gen: list[dict], rec: list[dict]) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=40, help="series per step scenario (noise-only: half, at least 10)")
-    parser.add_argument("--seed", type=int, default=20261205)
+    parser.add_argument("--seeds", default="20261205,1,2", help="comma-separated seeds")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.reps < 1:
         raise SystemExit("--reps must be at least 1")
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")]
+    except ValueError:
+        raise SystemExit(f"--seeds takes integers separated by commas, not {args.seeds!r}") from None
     started = time.monotonic()
-    gen, rec = generated(args.reps, args.seed), recorded()
+    gen = [row for seed in seeds for row in generated(args.reps, seed)]
+    summ, rec = summary(gen), recorded()
     if args.json:
-        print(json.dumps({"seed": args.seed, "reps": args.reps, "generated": gen, "recorded": rec,
+        print(json.dumps({"seeds": seeds, "reps": args.reps, "summary": summ, "generated": gen, "recorded": rec,
                           "k": sensitivity.K, "floors": sensitivity.FLOORS, "min_starts": sensitivity.MIN_STARTS,
                           "seconds": round(time.monotonic() - started, 1)}, indent=2))
         return
-    print(markdown(gen, rec))
-    print(f"\nseed {args.seed}, {args.reps} series per step scenario; {time.monotonic() - started:.0f} s")
+    print(markdown(summ, rec))
+    print(f"\nseeds {seeds}, {args.reps} series per step scenario; {time.monotonic() - started:.0f} s")
 
 
 if __name__ == "__main__":
