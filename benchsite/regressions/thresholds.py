@@ -1,7 +1,7 @@
 """The bound a change must reach before a verdict, a change point, a confirmation or a bisection
 step counts it: explicit thresholds first, then the rule from the series' noise
 (regressions.sensitivity, pure), read here from the database."""
-from django.db.models import Q
+from django.db.models import Q, Subquery
 
 from runners import contract
 
@@ -20,11 +20,23 @@ def explicit_threshold(*, benchmark, metric: str) -> float | None:
     `thresholds:`, the admin row for every benchmark; None when none is set."""
     rows = dict(Threshold.objects.filter(Q(benchmark=benchmark) | Q(benchmark=None), metric=metric)
                 .values_list("benchmark_id", "relative"))
-    if benchmark.pk in rows:
-        return rows[benchmark.pk]
-    if metric in (benchmark.thresholds or {}):
-        return benchmark.thresholds[metric]
-    return rows.get(None)
+    return most_specific(benchmark=benchmark, metric=metric, own=rows.get(benchmark.pk), every=rows.get(None))
+
+
+def most_specific(*, benchmark, metric: str, own: float | None, every: float | None) -> float | None:
+    """The order explicit thresholds win in: the benchmark's row (OWN), its YAML map, the row for
+    every benchmark (EVERY)."""
+    if own is not None:
+        return own
+    return (benchmark.thresholds or {}).get(metric, every)
+
+
+def explicit_rows(*, benchmark, metric: str) -> dict:
+    """Subqueries of the benchmark's and the global Threshold row, to annotate another query with
+    (a page reads them in the query it already makes): own=..., every=..."""
+    rows = Threshold.objects.filter(metric=metric)
+    return {"own": Subquery(rows.filter(benchmark=benchmark).values("relative")[:1]),
+            "every": Subquery(rows.filter(benchmark=None).values("relative")[:1])}
 
 
 def threshold_for(*, benchmark, metric: str) -> float:

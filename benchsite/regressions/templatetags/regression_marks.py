@@ -7,7 +7,7 @@ from runners import contract
 
 from .. import sensitivity
 from ..models import ChangePoint, SeriesNoise, Verdict
-from ..thresholds import explicit_threshold
+from ..thresholds import explicit_rows, most_specific
 
 register = template.Library()
 
@@ -34,15 +34,16 @@ def chart_marks_table(benchmark):
 def sensitivity_table(benchmark):
     """Per variant: its decode series' noise between engine starts (the newest kept, SeriesNoise),
     the threshold the rule gives it, and the smallest change seen 19 times in 20 with 2 and 6
-    starts (two queries)."""
+    starts (one query)."""
     metric = contract.DECODE_TOK_S
-    explicit = explicit_threshold(benchmark=benchmark, metric=metric)
     newest = {}
     for row in (SeriesNoise.objects.filter(benchmark=benchmark, metric=metric, point="")
+                .annotate(**explicit_rows(benchmark=benchmark, metric=metric))
                 .select_related("variant").order_by("variant__position", "-updated_at", "-id")):
         newest.setdefault(row.variant_id, row)
     rows = []
     for row in newest.values():
+        explicit = most_specific(benchmark=benchmark, metric=metric, own=row.own, every=row.every)
         noise = sensitivity.Noise(row.relative, row.starts, row.same_code)
         bound = sensitivity.bound(metric, noise=noise, explicit=explicit)
         rows.append({"variant": row.variant.name, "noise": noise, "bound": bound, "known": noise.known,

@@ -309,3 +309,6 @@ def test_the_benchmark_page_shows_each_variant_s_noise_and_what_it_can_see(clien
     assert cells[2].startswith("0.5% (floor); noise")
     seen = sensitivity.visible_change(sensitivity.Noise(noise.relative, 14), 2, 0.005)
     assert cells[3] == f"{seen * 100:.2f}%" and cells[4] == "0.50%"
+    Threshold.objects.create(benchmark=benchmark, metric=DECODE, relative=0.012)
+    page = client.get(f"/b/{benchmark.slug}/").content.decode()
+    assert "1.2% <span class=\"muted\">(set for this benchmark); noise" in page
