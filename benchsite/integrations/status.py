@@ -8,9 +8,10 @@ from django.urls import reverse
 
 from benchsite.bench.lifecycle import outcome
 from benchsite.bench.models import Run
-from benchsite.bench.pages.units import percent, verdict_text
+from benchsite.bench.pages.units import verdict_text
 from benchsite.regressions.models import ChangePoint
 from benchsite.regressions.outcomes import run_facts
+from benchsite.regressions.sensitivity import short_percent
 from runners import contract
 
 from .models import RepoWatch
@@ -62,7 +63,7 @@ STATUS_STATES = {
 
 
 def _verdict_text(v: outcome.VerdictFact) -> str:
-    threshold = f", threshold {percent(v.threshold, 0)}" if v.threshold else ""
+    threshold = f", threshold {short_percent(v.threshold)}" if v.threshold else ""
     return verdict_text(v.metric, v.effect, v.ci_low, v.ci_high) + threshold
 
 

@@ -151,26 +151,36 @@ def _bound(bisection: Bisection) -> sensitivity.Bound | None:
     return bound_for(run=run, metric=bisection.metric) if run is not None else None
 
 
+def _half(level: float, bound: sensitivity.Bound) -> float:
+    """The 95% half-width of the difference of two starts at LEVEL, from the series' noise (a
+    level may itself be one start: a change found by a strong verdict, a re-measured side)."""
+    return t_quantile(0.975, max(1, bound.noise.starts - 1)) * bound.noise.relative * math.sqrt(2) * abs(level)
+
+
 def _differs(value: float, level: float, bound: sensitivity.Bound) -> bool:
     """Does one start's VALUE differ from LEVEL by the rule: the interval of their difference
-    excludes zero and the change reaches the bound? A level may itself be one start (a change
-    found by a strong verdict, a re-measured side): the interval is that of two starts, from the
-    series' noise."""
+    excludes zero and the change reaches the bound?"""
     if level == 0:
         return value != 0
-    half = t_quantile(0.975, max(1, bound.noise.starts - 1)) * bound.noise.relative * math.sqrt(2) * abs(level)
-    low, high = relative_interval(value=value, mean=level, half=half)
+    low, high = relative_interval(value=value, mean=level, half=_half(level, bound))
     return sensitivity.counts(effect=value / level - 1, ci_low=low, ci_high=high, threshold=bound.relative)
 
 
+def _nearer(value: float, good: float, bad: float) -> str:
+    return BisectStep.Outcome.BAD if abs(value - bad) < abs(value - good) else BisectStep.Outcome.GOOD
+
+
 def _place(value: float, good: float, bad: float, bound: sensitivity.Bound | None) -> str | None:
-    """GOOD or BAD by the rule; None when it cannot tell (both levels, or neither, fit VALUE).
-    Without a known noise: the nearer level, as before the rule."""
+    """GOOD or BAD by the rule: it differs from one level and not from the other; or, differing
+    from both (the host moved) or from neither, it is nearer one by more than the noise of two
+    starts. None when it cannot tell: about half-way. Without a known noise: the nearer level."""
     if bound is None or bound.noise is None or not bound.noise.known:
-        return BisectStep.Outcome.BAD if abs(value - bad) < abs(value - good) else BisectStep.Outcome.GOOD
+        return _nearer(value, good, bad)
     off_good, off_bad = _differs(value, good, bound), _differs(value, bad, bound)
     if off_good != off_bad:
         return BisectStep.Outcome.BAD if off_good else BisectStep.Outcome.GOOD
+    if abs(abs(value - good) - abs(value - bad)) > _half((good + bad) / 2, bound):
+        return _nearer(value, good, bad)
     return None
 
 
@@ -197,7 +207,7 @@ def _judge_probe(step: BisectStep) -> None:
         step.note = "inconclusive against both levels: one more start on each side"
         _recheck(step)
     elif placed is None:
-        placed = BisectStep.Outcome.BAD if abs(step.value - bad) < abs(step.value - good) else BisectStep.Outcome.GOOD
+        placed = _nearer(step.value, good, bad)
         step.note = f"inconclusive after both sides were re-measured ({good:.6g} / {bad:.6g}): the nearer level"
     elif again:
         step.note = f"placed against the re-measured sides ({good:.6g} / {bad:.6g})"

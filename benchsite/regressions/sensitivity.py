@@ -80,7 +80,7 @@ class Noise:
         return self.starts >= MIN_STARTS
 
     def describe(self) -> str:
-        return f"noise {_pct(self.relative)} over {self.starts} starts"
+        return f"noise {short_percent(self.relative)} over {self.starts} starts"
 
 
 def noise_estimate(points) -> Noise | None:
@@ -129,7 +129,7 @@ class Bound:
 
     def describe(self) -> str:
         """'threshold 0.5% (floor); noise 0.08% over 14 starts'."""
-        return f"threshold {_pct(self.relative)} {self.reason()}"
+        return f"threshold {short_percent(self.relative)} {self.reason()}"
 
     def reason(self) -> str:
         """'(floor); noise 0.08% over 14 starts'."""
@@ -162,7 +162,8 @@ def visible_change(noise: Noise, starts: int, threshold: float) -> float:
     return max(threshold, _Z_DETECT * noise.relative * math.sqrt(2 / starts))
 
 
-def _pct(x: float) -> str:
-    """0.0008 -> '0.08%', 0.005 -> '0.5%', 0.03 -> '3%'."""
+def short_percent(x: float) -> str:
+    """A threshold or a noise in two significant digits: 0.0008 -> '0.08%', 0.005 -> '0.5%',
+    0.03 -> '3%', 0.287 -> '29%'."""
     text = f"{x * 100:.2g}" if x * 100 < 10 else f"{x * 100:.0f}"
     return f"{float(text):g}%"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from benchsite.bench.pages.units import change_text, interval_text, number, percent
+from benchsite.regressions.sensitivity import short_percent
 
 from .selectors import pull_page_path
 
@@ -66,7 +67,7 @@ def table_markdown(rows: list[dict]) -> str:
 
 def _threshold(rows: list[dict]) -> str:
     found = sorted({row["threshold"] for row in rows if row.get("threshold")})
-    return f"Threshold: a change beyond {', '.join(percent(t, 0) for t in found)} counts; " if found else ""
+    return f"Threshold: a change beyond {', '.join(short_percent(t) for t in found)} counts; " if found else ""
 
 
 def _section(comparison) -> str:

@@ -12,6 +12,7 @@ from benchsite.bench.lifecycle.complete import run_complete
 from benchsite.bench.models import Measurement, Run
 from benchsite.bench.pages.units import change_text, interval_text
 from benchsite.integrations import status
+from benchsite.regressions.sensitivity import short_percent
 from benchsite.integrations.models import RepoWatch
 from benchsite.regressions.models import ChangePoint, Verdict
 from benchsite.regressions.receivers import judge_when_finished
@@ -67,6 +68,10 @@ def _judged(benchmark, tok_s, *, commit=SHA_B, correct=None):
     return run
 
 
+def test_a_threshold_under_1_percent_keeps_its_digits():
+    assert [short_percent(t) for t in (0.005, 0.03, 0.0125, 0.287)] == ["0.5%", "3%", "1.2%", "29%"]
+
+
 def test_description_names_the_verdict_and_its_interval(watched_benchmark, sent, settings):
     settings.BENCH_CONFIRM_REGRESSIONS = False  # confirmed at once: the outcome is final
     _history(watched_benchmark)
@@ -75,12 +80,12 @@ def test_description_names_the_verdict_and_its_interval(watched_benchmark, sent,
     assert run.outcome == "regressed"
     assert status.status_description(run) == (
         "failure", f"eager: regressed: decode throughput −40.0% {interval_text(verdict.ci_low, verdict.ci_high)}, "
-                   "threshold 3%")
+                   f"threshold {short_percent(verdict.threshold)}")
     fine = _judged(watched_benchmark, 100.2, commit=SHA_C)
     verdict = Verdict.objects.get(run=fine, metric="decode_tok_s")
     assert status.status_description(fine) == (
         "success", f"eager: passed: decode throughput {change_text(verdict.effect)} "
-                   f"{interval_text(verdict.ci_low, verdict.ci_high)}, threshold 3%")
+                   f"{interval_text(verdict.ci_low, verdict.ci_high)}, threshold {short_percent(verdict.threshold)}")
 
 
 def test_not_judged_failed_run_and_incorrect_output(watched_benchmark, sent):
