@@ -179,7 +179,13 @@ def summary(rows: list[dict]) -> list[dict]:
         two = [r for r in rows if r["rule"] == rule_name and r["noise"] == 0.02]
         steps = [r for r in two if r["step"] is not None]
         row = _pooled("5-10% steps at 2% noise, every 2% series' alarms", rule_name, two)
-        row["found"] = sum(r["found"] * r["series"] for r in steps) / max(1, sum(r["series"] for r in steps))
+        per_seed = {}
+        for r in steps:
+            hit, n = per_seed.get(r["seed"], (0.0, 0))
+            per_seed[r["seed"]] = (hit + r["found"] * r["series"], n + r["series"])
+        shares = [hit / n for hit, n in per_seed.values()]
+        row["found"] = sum(h for h, _ in per_seed.values()) / max(1, sum(n for _, n in per_seed.values()))
+        row["found_range"] = [min(shares), max(shares)] if shares else None
         out.append(row)
     return out
 
