@@ -1,14 +1,18 @@
 """Each series' run-to-run noise, kept in SeriesNoise: refreshed when one of its runs is judged
-(over its newest NOISE_WINDOW runs, so the cost of a run does not grow with its history), read
-by the rule (thresholds.bound_for) and by pages."""
+(over its newest NOISE_WINDOW runs, and as many same-code runs beside it: canaries, pull-request
+checks, so the cost of a run does not grow with its history), read by the rule
+(thresholds.bound_for) and by pages."""
 from __future__ import annotations
+
+from django.db.models import Exists, OuterRef, Q
 
 from benchsite.bench.models import Measurement, Run
 from runners import contract
 
 from . import sensitivity
 from .models import SeriesNoise
-from .series import point_measurements, series_key, series_point, series_points
+from .samples import run_figure
+from .series import point_measurements, same_machine, same_settings, series_key, series_point, series_points
 
 NOISE_WINDOW = 40  # runs: enough for a steady estimate, few enough that an old level leaves it
 
@@ -31,15 +35,34 @@ def series_noise(run: Run, metric: str, point: str = "", method: str | None = No
     return sensitivity.Noise(*row) if row else None
 
 
+def same_code_elsewhere(run: Run, metric: str, point: str, method: str) -> list[tuple[str, float]]:
+    """(commit, figure) of the newest runs of RUN's variant, machine and settings that measured one
+    commit several times outside its series: a canary's fixed commit, the starts of a pull-request
+    check (each side one commit)."""
+    incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=contract.CORRECT, value=0)
+    runs = dict(Run.objects.filter(same_machine(run), same_settings(run), benchmark_id=run.benchmark_id,
+                                   variant_id=run.variant_id, state=Run.State.SUCCEEDED)
+                .filter(Q(canary_run__isnull=False) | Q(trigger=Run.Trigger.PULL)).exclude(commit="")
+                .exclude(Exists(incorrect)).order_by("-created_at", "-id").values_list("id", "commit")[:NOISE_WINDOW])
+    found = []
+    for m in point_measurements(point).filter(run_id__in=list(runs), metric=metric):
+        figure = run_figure(m)
+        if figure is not None and contract.method_of(m.details) == method:
+            found.append((runs[m.run_id], figure))
+    return found
+
+
 def noise_refresh(*, run: Run) -> list[SeriesNoise]:
-    """Estimate again the noise of every judged series RUN has a figure in, from its newest runs."""
+    """Estimate again the noise of every judged series RUN has a figure in, from its newest runs
+    and the same-code runs beside it."""
     rows = []
     measurements = Measurement.all_points.filter(run=run, metric__in=contract.judged_metric_names()).only("metric", "point",
                                                                                           "first_point", "details")
     for m in measurements:
         point = series_point(m)
         points = series_points(run=run, metric=m.metric, until_run=run, point=point, newest=NOISE_WINDOW)
-        noise = sensitivity.noise_estimate([(p.run.commit, p.value) for p in points])
+        noise = sensitivity.noise_estimate([(p.run.commit, p.value) for p in points],
+                                           same_code_elsewhere(run, m.metric, point, contract.method_of(m.details)))
         if noise is None:
             continue
         row, _ = SeriesNoise.objects.update_or_create(

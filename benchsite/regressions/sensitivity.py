@@ -83,7 +83,7 @@ class Noise:
         return f"noise {short_percent(self.relative)} over {self.starts} starts"
 
 
-def noise_estimate(points) -> Noise | None:
+def noise_estimate(points, same_code=()) -> Noise | None:
     """The relative run-to-run noise of a series from its (commit, figure) points, oldest first.
 
     Two sources, pooled by their degrees of freedom: the spread of runs of the same commit about
@@ -91,8 +91,11 @@ def noise_estimate(points) -> Noise | None:
     successive difference of the whole series on the log scale, 1.4826 * median |ln x[i] -
     ln x[i-1]| / sqrt(2) (relative at every level: a series that fell tenfold keeps its noise): a
     step moves one difference and a single outlier two, not their median, so neither inflates it.
-    None with fewer than 3 positive figures."""
+    SAME_CODE: (commit, figure) of runs outside the series' order (a canary's fixed commit, the
+    starts of a pull-request check): they add to the same-code spread only.
+    None with fewer than 3 positive figures in the series."""
     points = [(commit, float(v)) for commit, v in points if v is not None and v > 0]
+    extra = [(commit, float(v)) for commit, v in same_code if commit and v is not None and v > 0]
     if len(points) < 3:
         return None
     logs = [math.log(v) for _, v in points]
@@ -107,6 +110,8 @@ def noise_estimate(points) -> Noise | None:
     for commit, v in points:
         if commit:
             groups.setdefault(commit, []).append(v)
+    for commit, v in extra:
+        groups.setdefault(f"elsewhere {commit}", []).append(v)
     same_ss = same_df = same_n = 0
     for values in groups.values():
         if len(values) > 1:
@@ -116,7 +121,7 @@ def noise_estimate(points) -> Noise | None:
             same_n += len(values)
     masd_df = _MASD_EFFICIENCY * (len(logs) - 1)
     variance = (same_ss + masd_df * masd ** 2) / (same_df + masd_df)
-    return Noise(relative=math.sqrt(variance), starts=len(points), same_code=same_n)
+    return Noise(relative=math.sqrt(variance), starts=len(points) + len(extra), same_code=same_n)
 
 
 @dataclass(frozen=True)

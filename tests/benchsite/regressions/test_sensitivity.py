@@ -312,3 +312,18 @@ def test_the_benchmark_page_shows_each_variant_s_noise_and_what_it_can_see(clien
     Threshold.objects.create(benchmark=benchmark, metric=DECODE, relative=0.012)
     page = client.get(f"/b/{benchmark.slug}/").content.decode()
     assert "1.2% <span class=\"muted\">(set for this benchmark); noise" in page
+
+
+def test_starts_of_one_commit_beside_the_series_count_as_same_code_evidence(benchmark):
+    """A pull-request check's six starts of one base commit make a young series' noise known."""
+    from benchsite.bench.models import Run
+
+    for v in (100.0, 100.1, 99.9, 100.05, 99.95, 100.02):
+        Run.objects.filter(id=add_run(benchmark, v, commit="b" * 40).id).update(trigger=Run.Trigger.PULL)
+    add_run(benchmark, 100.0, commit="a" * 40).delete()  # a deleted run leaves nothing behind
+    runs = _judged(benchmark, [100.0, 100.08, 99.94])
+    noise = bound_for(run=runs[-1], metric=DECODE).noise
+    assert (noise.starts, noise.same_code) == (9, 6) and noise.known
+    assert 0.0003 < noise.relative < 0.002
+    # the check's runs are no part of the series itself: its verdicts read three runs
+    assert len(Verdict.objects.get(run=runs[-1], metric=DECODE).baseline_runs) == 2
