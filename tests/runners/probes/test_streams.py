@@ -170,7 +170,7 @@ def test_primed_streams_decode_at_their_pace_while_inline_ones_share_their_steps
     assert inline["decode_tok_s"] < 190 and inline["slowest_stream_tok_s"] < 175
     assert primed["decode_tok_s"] == pytest.approx(200, rel=0.01)
     assert primed["slowest_stream_tok_s"] == pytest.approx(200, rel=0.03)
-    assert primed["aggregate_tok_s"] == pytest.approx((4 * 48 - 1) / (47 * 0.005), rel=0.02)
+    assert primed["aggregate_tok_s"] == pytest.approx((4 * 48 - 1) / (47 * 0.005), rel=0.03)  # as the inline test: a loaded host stretches the window
     ttfts = sorted(s["ttft_ms"] for s in primed["streams"] if s["repeat"] == 0)
     assert ttfts[0] > 55 and ttfts[-1] > 170  # 40 ms of prefill each, queued, then the 20 ms ttft
     assert primed["ttft_ms_percentiles"]["p90"] > 140
