@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_choice, env_fraction, env_int, env_list, env_required, env_str
+from .env import env_bool, env_choice, env_fraction, env_int, env_list, env_networks, env_required, env_str
 from .storage_config import filesystem_artifacts_storage, s3_artifacts_storage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "benchsite.bench",
     "benchsite.integrations",
     "benchsite.regressions",
+    "benchsite.metrics",
 ]
 
 MIDDLEWARE = [
@@ -281,3 +282,10 @@ BENCH_WEBHOOK_REFUSED_PER_MIN = env_int("BENCH_WEBHOOK_REFUSED_PER_MIN", 20, min
 _cache_url = env_str("BENCH_CACHE_URL", "")
 CACHES = {"default": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
                       if _cache_url else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}
+
+# --- Prometheus metrics (benchsite.metrics, docs/operations.md "Metrics") --------------------
+# GET /metrics answers a bearer token or an address in these networks; with neither set, 404.
+BENCH_METRICS_TOKEN = env_str("BENCH_METRICS_TOKEN", "")
+BENCH_METRICS_ALLOW = env_networks("BENCH_METRICS_ALLOW")
+# Prometheus may scrape gunicorn directly inside the network, over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
