@@ -15,8 +15,8 @@ DEFAULT_POOL = Benchmark._meta.get_field("gpu_pool").default
 
 def pools() -> list[str]:
     """Every pool a benchmark runs on or a worker serves (one query)."""
-    benchmarks = Benchmark.objects.values_list("gpu_pool", flat=True)
-    workers = PoolWorker.objects.values_list("pool", flat=True)
+    benchmarks = Benchmark.objects.order_by().values_list("gpu_pool", flat=True)
+    workers = PoolWorker.objects.order_by().values_list("pool", flat=True)
     return sorted(set(benchmarks.union(workers)) or {DEFAULT_POOL})
 
 
@@ -74,7 +74,7 @@ class DatabaseCollector:
     def _workers(now) -> GaugeMetricFamily:
         seen = GaugeMetricFamily("decode_bench_worker_last_seen_seconds", "Seconds since each GPU worker's last "
                                  "heartbeat for a pool it serves.", labels=["pool", "worker"])
-        for pool, worker, last_seen_at in PoolWorker.objects.values_list("pool", "worker", "last_seen_at"):
+        for pool, worker, last_seen_at in PoolWorker.objects.order_by().values_list("pool", "worker", "last_seen_at"):
             seen.add_metric([pool, worker], max(0.0, (now - last_seen_at).total_seconds()))
         return seen
 

@@ -2,12 +2,12 @@
 import os
 
 from prometheus_client import CollectorRegistry, generate_latest, multiprocess
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .collector import DatabaseCollector
 from .instruments import ALL
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
+# The classic text format: every Prometheus 2.x reads it (our names need none of 1.0.0's escaping).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def multiprocess_dir() -> str:

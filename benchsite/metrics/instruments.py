@@ -33,6 +33,14 @@ ALERTS = Counter(
     "decode_bench_alerts", "Regression alert deliveries (webhook or email), by result: sent, retry (a "
     "transient failure, to be retried or given up) or failed (refused for good).", ["result"], registry=None)
 
+# Every known result from the start, at 0: an alert on rate() sees the series before the first event.
+for _counter, _label, _values in ((RUNS_REAPED, "action", ("failed", "requeued")),
+                                  (FORGE_REPORTS, "result", ("ok", "retry", "refused")),
+                                  (COMMIT_STATUSES, "result", ("ok", "retry", "refused")),
+                                  (ALERTS, "result", ("sent", "retry", "failed"))):
+    for _value in _values:
+        _counter.labels(**{_label: _value})
+
 ALL = (PHASE_SECONDS, RUNS_REAPED, WEBHOOK_DELIVERIES, FORGE_REPORTS, COMMIT_STATUSES, ALERTS)
 
 
