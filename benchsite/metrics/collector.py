@@ -1,6 +1,9 @@
 """The figures read from the database at scrape time, in a constant number of small queries:
 none of them reads every run (the run counts come from RunCount, kept by database triggers; the
 queue from the queued runs only, through the state index)."""
+import shutil
+
+from django.conf import settings
 from django.db.models import Count, Min, OuterRef, Subquery, Sum
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
@@ -46,6 +49,7 @@ class DatabaseCollector:
         yield from self._queues(all_pools, queued, now)
         yield self._workers(now)
         yield from self._rollups(now)
+        yield from self._artifacts_disk()
 
     @staticmethod
     def _runs(all_pools, counts) -> GaugeMetricFamily:
@@ -86,3 +90,17 @@ class DatabaseCollector:
         lag = (now - stale["oldest"]).total_seconds() if stale["oldest"] else 0.0
         yield GaugeMetricFamily("decode_bench_rollup_lag_seconds", "Age of the oldest stale chart series' last "
                                 "build: how far the charts lag behind the runs; 0 with none stale.", value=max(0.0, lag))
+
+    @staticmethod
+    def _artifacts_disk():
+        """The artifact folder's disk (filesystem storage only: a bucket has its own monitoring)."""
+        if settings.BENCH_ARTIFACTS_BACKEND != "filesystem":
+            return
+        try:
+            usage = shutil.disk_usage(settings.BENCH_ARTIFACTS_DIR)
+        except OSError:  # not made yet, or unmounted: no figure rather than a failed scrape
+            return
+        yield GaugeMetricFamily("decode_bench_artifacts_disk_free_bytes", "Free bytes on the disk of "
+                                "BENCH_ARTIFACTS_DIR.", value=usage.free)
+        yield GaugeMetricFamily("decode_bench_artifacts_disk_size_bytes", "Size in bytes of the disk of "
+                                "BENCH_ARTIFACTS_DIR.", value=usage.total)

@@ -52,6 +52,7 @@ def test_a_fresh_database_has_both_named_figures_at_zero(client):
     assert value(found, "decode_bench_rollup_lag_seconds") == 0
     assert value(found, "decode_bench_forge_reports_total", result="refused") == 0
     assert all(name.startswith("decode_bench_") for name, _ in found)
+    assert 0 < value(found, "decode_bench_artifacts_disk_free_bytes") <= value(found, "decode_bench_artifacts_disk_size_bytes")
 
 
 def test_counts_follow_every_state_change(client, benchmark, sent, django_capture_on_commit_callbacks):
