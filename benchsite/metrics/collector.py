@@ -2,6 +2,7 @@
 none of them reads every run (the run counts come from RunCount, kept by database triggers; the
 queue from the queued runs only, through the state index)."""
 import shutil
+from pathlib import Path
 
 from django.conf import settings
 from django.db.models import Count, Min, OuterRef, Subquery, Sum
@@ -96,9 +97,12 @@ class DatabaseCollector:
         """The artifact folder's disk (filesystem storage only: a bucket has its own monitoring)."""
         if settings.BENCH_ARTIFACTS_BACKEND != "filesystem":
             return
+        folder = Path(settings.BENCH_ARTIFACTS_DIR)
+        while not folder.exists() and folder != folder.parent:  # not made yet: the disk it will be on
+            folder = folder.parent
         try:
-            usage = shutil.disk_usage(settings.BENCH_ARTIFACTS_DIR)
-        except OSError:  # not made yet, or unmounted: no figure rather than a failed scrape
+            usage = shutil.disk_usage(folder)
+        except OSError:  # unreadable: no figure rather than a failed scrape
             return
         yield GaugeMetricFamily("decode_bench_artifacts_disk_free_bytes", "Free bytes on the disk of "
                                 "BENCH_ARTIFACTS_DIR.", value=usage.free)
