@@ -6,7 +6,10 @@ prometheus_client writes each value to a file there, and the scrape adds up ever
 files (exposition.py); without it, the scrape reads this process's values. Labels take only a
 few fixed values (a pool, a phase, a result): never a commit, a run or a delivery id.
 """
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Histogram, disable_created_metrics
+
+# No *_created series: multiprocess mode has none either, so one process and many expose the same.
+disable_created_metrics()
 
 # Phases last seconds (storing) to an hour or more (a build from source).
 PHASE_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)

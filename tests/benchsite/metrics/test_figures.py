@@ -1,8 +1,10 @@
 """What /metrics says: zero on a fresh database, run counts right through every way a run's state
 changes, a constant number of queries, no per-run labels."""
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -10,7 +12,6 @@ from django.utils import timezone
 from benchsite.bench.lifecycle import cancel, claim, complete, fail, progress, trigger
 from benchsite.bench.models import Benchmark, PoolWorker, Run, SeriesRollup
 from benchsite.metrics.models import RunCount
-from benchsite.metrics.run_count_sql import RECOUNT
 
 from .scrape import TOKEN, scrape, value
 
@@ -100,10 +101,11 @@ def test_bulk_writes_are_counted_too(client, benchmark):
 def test_the_recount_agrees_with_the_triggers(benchmark, sent):
     trigger.runs_trigger(benchmark=benchmark, trigger=Run.Trigger.FORM)
     kept = set(RunCount.objects.filter(n__gt=0).values_list("benchmark_id", "state", "trigger", "n"))
-    with connection.cursor() as cursor:
-        for sql in RECOUNT:
-            cursor.execute(sql)
+    RunCount.objects.update(n=99)
+    out = StringIO()
+    call_command("bench_metrics_recount", stdout=out)
     assert set(RunCount.objects.values_list("benchmark_id", "state", "trigger", "n")) == kept
+    assert out.getvalue().startswith("2 runs counted in 1 rows")
 
 
 def test_queue_age_workers_and_rollups(client, benchmark, sent):
