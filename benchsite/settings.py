@@ -287,5 +287,13 @@ CACHES = {"default": ({"BACKEND": "django.core.cache.backends.redis.RedisCache",
 # GET /metrics answers a bearer token or an address in these networks; with neither set, 404.
 BENCH_METRICS_TOKEN = env_str("BENCH_METRICS_TOKEN", "")
 BENCH_METRICS_ALLOW = env_networks("BENCH_METRICS_ALLOW")
+# prometheus_client's own variable, read by it when a process starts: each process writes its
+# counters there and a scrape adds up the folder's files (benchsite/metrics/exposition.py).
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_dir():
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR={PROMETHEUS_MULTIPROC_DIR!r} is not a folder: create it "
+                               "(empty) before the web and its workers start (docs/operations.md \"Metrics\")")
 # Prometheus may scrape gunicorn directly inside the network, over plain HTTP.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]

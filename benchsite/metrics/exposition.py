@@ -1,6 +1,5 @@
 """The text a scrape gets: every process's counters and histograms, then the database's gauges."""
-import os
-
+from django.conf import settings
 from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
 from .collector import DatabaseCollector
@@ -10,15 +9,10 @@ from .instruments import ALL
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def multiprocess_dir() -> str:
-    """prometheus_client's own variable: it picks its value class from it when first imported."""
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
-
-
 def metrics_text() -> bytes:
     registry = CollectorRegistry()
-    if multiprocess_dir():
-        multiprocess.MultiProcessCollector(registry)  # the files of gunicorn's and Celery's processes
+    if settings.PROMETHEUS_MULTIPROC_DIR:
+        multiprocess.MultiProcessCollector(registry, path=settings.PROMETHEUS_MULTIPROC_DIR)  # the files of gunicorn's and Celery's processes
     else:
         for instrument in ALL:  # one process (runserver, tests): its own values
             registry.register(instrument)

@@ -69,3 +69,15 @@ def test_networks_variable(monkeypatch):
         env.env_networks("BENCH_METRICS_ALLOW")
     monkeypatch.delenv("BENCH_METRICS_ALLOW")
     assert env.env_networks("BENCH_METRICS_ALLOW") == []
+
+
+def test_bad_settings_stop_the_start_naming_the_variable(tmp_path):
+    from tests.benchsite.test_settings import settings_in
+
+    bad = settings_in({"BENCH_METRICS_ALLOW": "10.0.0.0/8,office"}, "s.BENCH_METRICS_ALLOW")
+    assert bad.returncode != 0 and "BENCH_METRICS_ALLOW: 'office' is not an address or CIDR" in bad.stderr
+    missing = settings_in({"PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "absent")}, "s.PROMETHEUS_MULTIPROC_DIR")
+    assert missing.returncode != 0 and "PROMETHEUS_MULTIPROC_DIR=" in missing.stderr and "is not a folder" in missing.stderr
+    good = settings_in({"BENCH_METRICS_ALLOW": "10.0.0.0/8", "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)},
+                       "(s.BENCH_METRICS_TOKEN, [str(n) for n in s.BENCH_METRICS_ALLOW])")
+    assert good.stdout.strip() == "('', ['10.0.0.0/8'])", good.stderr
