@@ -8,44 +8,40 @@ RECOUNT = [
     'SELECT benchmark_id, state, "trigger", COUNT(*) FROM bench_run GROUP BY benchmark_id, state, "trigger"',
 ]
 
-# One row function. An update touches its two rows in key order, so two transactions that move
-# runs in opposite directions lock them in the same order (no deadlock between them).
+# PostgreSQL: statement triggers over the transition tables, so a statement that writes many runs
+# (a COPY or bulk_create of a million, a bulk cancel) adds one aggregate per key instead of
+# updating a key's row once per run (each such update leaves a row version that the next one has
+# to step over until the transaction ends). Keys are written in order: two transactions lock
+# the rows they share in the same order. A statement that moves no run between keys writes nothing.
+_PG_ADD = """
+    INSERT INTO metrics_runcount (benchmark_id, state, "trigger", n)
+    SELECT benchmark_id, state, "trigger", SUM(d) FROM ({rows}) AS moved
+    GROUP BY benchmark_id, state, "trigger" HAVING SUM(d) <> 0 ORDER BY benchmark_id, state, "trigger"
+    ON CONFLICT (benchmark_id, state, "trigger") DO UPDATE SET n = metrics_runcount.n + EXCLUDED.n;"""
+_NEW = 'SELECT benchmark_id, state, "trigger", 1 AS d FROM new_rows'
+_OLD = 'SELECT benchmark_id, state, "trigger", -1 AS d FROM old_rows'
 POSTGRES_CREATE = [
-    """
-CREATE OR REPLACE FUNCTION metrics_runcount_add(b bigint, s varchar, t varchar, d integer) RETURNS void AS $$
-BEGIN
-    INSERT INTO metrics_runcount (benchmark_id, state, "trigger", n) VALUES (b, s, t, d)
-    ON CONFLICT (benchmark_id, state, "trigger") DO UPDATE SET n = metrics_runcount.n + d;
-END $$ LANGUAGE plpgsql
-""",
-    """
+    f"""
 CREATE OR REPLACE FUNCTION metrics_runcount_apply() RETURNS trigger AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        PERFORM metrics_runcount_add(NEW.benchmark_id, NEW.state, NEW."trigger", 1);
-    ELSIF TG_OP = 'DELETE' THEN
-        PERFORM metrics_runcount_add(OLD.benchmark_id, OLD.state, OLD."trigger", -1);
-    ELSIF (OLD.benchmark_id, OLD.state, OLD."trigger") < (NEW.benchmark_id, NEW.state, NEW."trigger") THEN
-        PERFORM metrics_runcount_add(OLD.benchmark_id, OLD.state, OLD."trigger", -1);
-        PERFORM metrics_runcount_add(NEW.benchmark_id, NEW.state, NEW."trigger", 1);
-    ELSE
-        PERFORM metrics_runcount_add(NEW.benchmark_id, NEW.state, NEW."trigger", 1);
-        PERFORM metrics_runcount_add(OLD.benchmark_id, OLD.state, OLD."trigger", -1);
+    IF TG_OP = 'INSERT' THEN{_PG_ADD.format(rows=_NEW)}
+    ELSIF TG_OP = 'DELETE' THEN{_PG_ADD.format(rows=_OLD)}
+    ELSE{_PG_ADD.format(rows=f"{_OLD} UNION ALL {_NEW}")}
     END IF;
     RETURN NULL;
 END $$ LANGUAGE plpgsql
 """,
-    "CREATE TRIGGER metrics_runcount_insert_delete AFTER INSERT OR DELETE ON bench_run "
-    "FOR EACH ROW EXECUTE FUNCTION metrics_runcount_apply()",
-    'CREATE TRIGGER metrics_runcount_update AFTER UPDATE OF benchmark_id, state, "trigger" ON bench_run '
-    "FOR EACH ROW WHEN ((OLD.benchmark_id, OLD.state, OLD.\"trigger\") IS DISTINCT FROM "
-    '(NEW.benchmark_id, NEW.state, NEW."trigger")) EXECUTE FUNCTION metrics_runcount_apply()',
+    # one trigger per event: PostgreSQL gives transition tables only to single-event triggers
+    "CREATE TRIGGER metrics_runcount_insert AFTER INSERT ON bench_run REFERENCING NEW TABLE AS new_rows "
+    "FOR EACH STATEMENT EXECUTE FUNCTION metrics_runcount_apply()",
+    "CREATE TRIGGER metrics_runcount_delete AFTER DELETE ON bench_run REFERENCING OLD TABLE AS old_rows "
+    "FOR EACH STATEMENT EXECUTE FUNCTION metrics_runcount_apply()",
+    "CREATE TRIGGER metrics_runcount_update AFTER UPDATE ON bench_run "
+    "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION metrics_runcount_apply()",
 ]
 POSTGRES_DROP = [
-    "DROP TRIGGER IF EXISTS metrics_runcount_update ON bench_run",
-    "DROP TRIGGER IF EXISTS metrics_runcount_insert_delete ON bench_run",
+    *(f"DROP TRIGGER IF EXISTS metrics_runcount_{op} ON bench_run" for op in ("insert", "delete", "update")),
     "DROP FUNCTION IF EXISTS metrics_runcount_apply()",
-    "DROP FUNCTION IF EXISTS metrics_runcount_add(bigint, varchar, varchar, integer)",
 ]
 
 
@@ -56,7 +52,8 @@ def _sqlite_add(row: str, delta: int) -> str:
             f"UPDATE metrics_runcount SET n = n + ({delta}) WHERE {where};")
 
 
-# SQLite has one writer at a time: no lock order to keep.
+# SQLite: row triggers (it has no statement triggers); one writer at a time, and no row versions to
+# step over, so each row's two statements cost the same however many rows a statement writes.
 SQLITE_CREATE = [
     f"CREATE TRIGGER metrics_runcount_insert AFTER INSERT ON bench_run BEGIN {_sqlite_add('NEW', 1)} END",
     f"CREATE TRIGGER metrics_runcount_delete AFTER DELETE ON bench_run BEGIN {_sqlite_add('OLD', -1)} END",

@@ -65,3 +65,16 @@ def test_alert_attempts_by_result():
     saved(None, created=True)  # a new alert is no attempt
     saved(["payload"])
     assert {r: _count(instruments.ALERTS, result=r) - before[r] for r in before} == {"sent": 1, "retry": 1, "failed": 1}
+
+
+
+def test_the_alert_receiver_is_connected():
+    """Connected at start (MetricsConfig.ready) to the regressions app's Alert, by its label."""
+    from django.db.models.signals import post_save
+
+    from benchsite.regressions.models import Alert
+
+    before = _count(instruments.ALERTS, result="sent")
+    post_save.send(sender=Alert, instance=SimpleNamespace(state="sent"), created=False,
+                   update_fields=frozenset({"attempts", "state", "sent_at", "last_error"}), raw=False, using="default")
+    assert _count(instruments.ALERTS, result="sent") == before + 1
