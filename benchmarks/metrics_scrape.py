@@ -54,6 +54,19 @@ def seed(runs: int) -> float:
     return time.perf_counter() - t0
 
 
+def _check_counts(runs: int) -> None:
+    """The triggers' counts are the runs' (one GROUP BY here, never in a scrape)."""
+    from django.db.models import Count
+
+    from benchsite.bench.models import Run
+    from benchsite.metrics.models import RunCount
+
+    counted = {(r.benchmark_id, r.state, r.trigger): r.n for r in RunCount.objects.filter(n__gt=0)}
+    grouped = {(r["benchmark_id"], r["state"], r["trigger"]): r["n"] for r in
+               Run.objects.order_by().values("benchmark_id", "state", "trigger").annotate(n=Count("id"))}
+    assert counted == grouped and sum(counted.values()) == runs, "the run counts drifted from the runs"
+
+
 def count_queries() -> tuple[int, str]:
     from django.db import connection
     from django.test import Client
@@ -117,6 +130,7 @@ def main(argv=None) -> int:
 
         django.setup()
         seed_s = seed(args.runs)
+        _check_counts(args.runs)
         queries, text = count_queries()
         times = measure(args.requests)
     result = {"runs": args.runs, "seed_s": round(seed_s, 1), "queries": queries, "requests": len(times),
