@@ -40,7 +40,7 @@ def queues() -> dict[str, tuple[int, object]]:
 
 
 class DatabaseCollector:
-    """Gauges of what the database holds now: runs, queues, workers, chart series."""
+    """Gauges of what is there now: runs, queues, workers, chart series (the database), the artifact disk."""
 
     def collect(self):
         now = timezone.now()
