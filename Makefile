@@ -10,7 +10,7 @@ export BENCH_TINY_MODEL_DIR ?= $(CURDIR)/var/tiny-model
 # __pycache__ (ignored by git); site-packages is compiled at install.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install run test test-fast model browser clean
+.PHONY: install run test test-fast model browser prometheus clean
 
 # uv installs the same packages as pip in a fraction of the time (about 30 s instead of 2+ min
 # here); it reads pip's find-links (where torch's CPU wheel may live) from the environment or
@@ -41,6 +41,11 @@ run: model
 browser:
 	@test -x /usr/lib/chromium/chromium -a -x /usr/bin/chromedriver || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 
+# The metrics tests scrape with a real Prometheus and check the alert rules with promtool, both
+# from Debian's package (about 6 s to install here, the package lists already fetched).
+prometheus:
+	@test -x /usr/bin/prometheus -a -x /usr/bin/promtool || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus)
+
 # The architecture rules (import-linter), then two passes at the same time, each on 2 xdist
 # workers: the whole suite on SQLite with the real vLLM CPU engine (but the end-to-end run), and
 # every test that uses the database on PostgreSQL (web, service, webhook, and the real end-to-end
@@ -51,7 +56,7 @@ browser:
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loadgroup
 test:
-	@$(MAKE) --no-print-directory -j2 model browser  # the install and Chromium's at the same time
+	@$(MAKE) --no-print-directory -j3 model browser prometheus  # the install, Chromium's and Prometheus' at the same time
 	$(VENV)/bin/lint-imports
 	@mkdir -p var/logs
 	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "(database or postgres_pass) and not alone and not browser and not sqlite_only" > var/logs/test-postgres.log 2>&1 & pg=$$!; \

@@ -42,11 +42,13 @@ BASE_TOK_S = (20.0, 43.0, 57.6, 55.0, 60.0)
 PG_BENCHMARKS = 20
 ADMIN = ("admin", "dashboard-load-admin")
 SECRET_KEY = "dashboard-load"
+METRICS_ALLOW = "127.0.0.1/32"  # Prometheus' scrape of /metrics, from loopback
 
 
 def _django(database_url: str):
     os.environ["DATABASE_URL"] = database_url
     os.environ["DJANGO_SECRET_KEY"] = SECRET_KEY  # the server's: it checks the admin's session
+    os.environ["BENCH_METRICS_ALLOW"] = METRICS_ALLOW  # /metrics for the test client (127.0.0.1)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
     import django
 
@@ -179,7 +181,7 @@ def _prepare(database_url: str, runs: int, postgres: bool) -> None:
     """In a child process: seed DATABASE_URL, print the page URLs and their query counts as JSON."""
     _django(database_url)
     ids = prepare(runs, postgres)
-    urls = pages(ids)
+    urls = {**pages(ids), "metrics": "/metrics"}  # Prometheus' scrape, beside the pages people read
     out = {"urls": urls, "queries": count_queries(urls), "seed_s": ids["seed_s"]}
     if postgres:
         out["size"] = database_size()
@@ -242,7 +244,7 @@ def measure(database_url: str, urls: dict[str, str], requests: int, cold_request
            # plain HTTP on loopback: no redirect to HTTPS (production settings assume a TLS proxy)
            "DJANGO_SECURE_SSL_REDIRECT": "0", "DJANGO_BEHIND_TLS_PROXY": "0",
            # one client asks for the API pages ~60 times a minute each: measured, not rate-limited
-           "BENCH_API_REQUESTS_PER_MIN": "1000000"}
+           "BENCH_API_REQUESTS_PER_MIN": "1000000", "BENCH_METRICS_ALLOW": METRICS_ALLOW}
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "benchsite.wsgi", "-w", "1", "-b", f"127.0.0.1:{port}",
                                "--log-level", "warning"], cwd=ROOT, env=env)
     session = _admin_client().cookies["sessionid"].value  # the admin pages' login

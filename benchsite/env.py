@@ -3,6 +3,7 @@
 The words and rules are runners.envvars' (shared with the GPU side); here a bad value
 becomes Django's ImproperlyConfigured.
 """
+import ipaddress
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -61,3 +62,14 @@ def env_required(name: str, because: str) -> str:
     if not value:
         raise ImproperlyConfigured(f"{name} must be set when {because}")
     return value
+
+
+def env_networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """Comma-separated CIDRs (10.0.0.0/8, 2001:db8::/32; a bare address is one host); unset: none."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an address or CIDR such as 10.0.0.0/8") from None
+    return networks

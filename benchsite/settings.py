@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_choice, env_fraction, env_int, env_list, env_required, env_str
+from .env import env_bool, env_choice, env_fraction, env_int, env_list, env_networks, env_required, env_str
 from .storage_config import filesystem_artifacts_storage, s3_artifacts_storage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "benchsite.bench",
     "benchsite.integrations",
     "benchsite.regressions",
+    "benchsite.metrics",
 ]
 
 MIDDLEWARE = [
@@ -281,3 +282,18 @@ BENCH_WEBHOOK_REFUSED_PER_MIN = env_int("BENCH_WEBHOOK_REFUSED_PER_MIN", 20, min
 _cache_url = env_str("BENCH_CACHE_URL", "")
 CACHES = {"default": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
                       if _cache_url else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}
+
+# --- Prometheus metrics (benchsite.metrics, docs/operations.md "Metrics") --------------------
+# GET /metrics answers a bearer token or an address in these networks; with neither set, 404.
+BENCH_METRICS_TOKEN = env_str("BENCH_METRICS_TOKEN", "")
+BENCH_METRICS_ALLOW = env_networks("BENCH_METRICS_ALLOW")
+# prometheus_client's own variable, read by it when a process starts: each process writes its
+# counters there and a scrape adds up the folder's files (benchsite/metrics/exposition.py).
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_dir():
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR={PROMETHEUS_MULTIPROC_DIR!r} is not a folder: create it "
+                               "(empty) before the web and its workers start (docs/operations.md \"Metrics\")")
+# Prometheus may scrape gunicorn directly inside the network, over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]

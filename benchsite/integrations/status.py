@@ -9,6 +9,7 @@ from django.urls import reverse
 from benchsite.bench.lifecycle import outcome
 from benchsite.bench.models import Run
 from benchsite.bench.pages.units import verdict_text
+from benchsite.metrics.instruments import COMMIT_STATUSES, http_result
 from benchsite.regressions.models import ChangePoint
 from benchsite.regressions.outcomes import run_facts
 from benchsite.regressions.sensitivity import short_percent
@@ -120,7 +121,9 @@ def commit_status_report(*, run_id: int) -> bool:
     try:
         response = httpx.post(url, json=status_payload(run), headers=headers, timeout=settings.BENCH_STATUS_TIMEOUT_S)
     except httpx.HTTPError as exc:
+        COMMIT_STATUSES.labels(result="retry").inc()
         raise TransientStatusError(f"{url}: {exc}") from exc
+    COMMIT_STATUSES.labels(result=http_result(response.status_code)).inc()
     if response.status_code >= 500 or response.status_code == 429:
         raise TransientStatusError(f"{url}: HTTP {response.status_code} {response.text[:200]}")
     if response.status_code >= 400:

@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 
 from benchsite.bench.lifecycle import cancel, trigger
 from benchsite.bench.models import Run
+from benchsite.metrics.instruments import WEBHOOK_DELIVERIES
 
 from .models import RepoWatch, WebhookDelivery
 from .pulls.payloads import BenchRequest, PullChanged
@@ -41,7 +42,15 @@ def webhook_refuse_oversize(*, provider, headers, size: int | None) -> Answer:
                          f"{MAX_BODY_BYTES} byte limit; nothing queued")
     delivery.status_code, delivery.answer = answer.status, answer.detail
     delivery.save()
+    _count(provider, delivery)
     return answer
+
+
+def _count(provider, delivery: WebhookDelivery) -> None:
+    status = delivery.status_code or 0
+    result = ("accepted" if delivery.accepted else "ignored" if status < 400
+              else "refused" if status < 500 else "error")
+    WEBHOOK_DELIVERIES.labels(provider=provider.name, result=result).inc()
 
 
 # Answers to a delivery that could not be verified (bad or missing signature, unknown repository,
@@ -61,6 +70,7 @@ def webhook_receive(*, provider, headers, body: bytes, content_type: str = "appl
     delivery.status_code, delivery.answer = answer.status, answer.detail
     if store_refused or answer.status not in UNVERIFIED_STATUSES:
         delivery.save()
+    _count(provider, delivery)
     log.info("%s delivery %s (%s): %s %s", provider.name, delivery.delivery_id, delivery.event, answer.status,
              answer.detail)
     return answer

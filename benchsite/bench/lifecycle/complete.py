@@ -1,11 +1,13 @@
 """A worker's result: stored, judged and the run finished, in one transaction."""
 import logging
+import time
 from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
 from runners import hostinfo
+from benchsite.metrics.phases import observe_run
 from runners.contract import JobResult
 
 from ..models import Artifact, Measurement, Run
@@ -23,6 +25,7 @@ def run_complete(*, run_id: int, result: JobResult | dict, task_id: str = "") ->
     a redelivery) deletes no file that a stored row points to, and a finished run whose verdicts
     are still missing is judged again (judge.judge_finished_run)."""
     result = result if isinstance(result, JobResult) else JobResult.from_dict(result)
+    began = time.monotonic()
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run_id)
         if run.state not in Run.ACTIVE_STATES or _stale_execution(run, task_id):
@@ -38,6 +41,9 @@ def run_complete(*, run_id: int, result: JobResult | dict, task_id: str = "") ->
             Run.objects.filter(id=run.id).update(live_log="")  # the stored log replaces the live tail
         judge_finished_run(run)
         _release_after(run)
+        # once committed: a rolled-back attempt (retried later) is not counted twice
+        transaction.on_commit(lambda: observe_run(result, pool=run.benchmark.gpu_pool,
+                                                  storing_s=time.monotonic() - began))
     return True
 
 

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from benchsite.metrics.instruments import RUNS_REAPED
+
 from ..models import ReaperState, Run
 from .fail import run_fail
 from .requeue import run_requeue
@@ -51,6 +53,9 @@ def runs_reap_stale(*, now=None, listening_since=None) -> int:
         )
         if settings.BENCH_REAPER_REQUEUE and run_requeue(run_id=run.id, reason=message, cutoff=cutoff):
             reaped += 1
+            RUNS_REAPED.labels(action="requeued").inc()
             continue
-        reaped += run_fail(run_id=run.id, error=message, failure_kind=Run.FailureKind.WORKER)
+        if run_fail(run_id=run.id, error=message, failure_kind=Run.FailureKind.WORKER):
+            reaped += 1
+            RUNS_REAPED.labels(action="failed").inc()
     return reaped

@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 from django.conf import settings
 
+from benchsite.metrics.instruments import FORGE_REPORTS, http_result
+
 GITHUB_HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
                   "User-Agent": "decode-bench"}
 
@@ -45,7 +47,9 @@ def call(method: str, url: str, *, headers: dict, json: dict | None = None):
     try:
         response = httpx.request(method, url, json=json, headers=headers, timeout=settings.BENCH_STATUS_TIMEOUT_S)
     except httpx.HTTPError as exc:
+        FORGE_REPORTS.labels(result="retry").inc()
         raise TransientReportError(f"{method} {url}: {type(exc).__name__}: {exc}") from None
+    FORGE_REPORTS.labels(result="retry" if _rate_limited(response) else http_result(response.status_code)).inc()
     if response.status_code >= 500 or _rate_limited(response):
         raise TransientReportError(f"{method} {url}: HTTP {response.status_code} {_message(response)}")
     if response.status_code >= 400:
