@@ -3,10 +3,11 @@ commit is found. A run that failed (build, engine) or gave a wrong output is a s
 
 Each step's figure is judged against the two ends' levels by the service's one rule
 (sensitivity.counts with the series' bound, thresholds.bound_for): bad when it differs from the
-good level and not from the bad one, good the other way round. A step the rule cannot place
-(both or neither) re-measures the newest good and the oldest bad commit once each, one start on
-each side of the step, and is judged again against those levels; only then, and only while the
-series' noise is not known, does the nearer level decide. The levels come from the change point
+good level and not from the bad one, good the other way round; differing from both (the host
+moved) or neither, it is placed when nearer one level by more than the noise of two starts. A step
+about half-way re-measures the newest good and the oldest bad commit once each, one start on each
+side of the step, and is judged again against those levels; only then, or while the series' noise
+is not known, does the nearer level alone decide. The levels come from the change point
 (before/after) or, for a bisection started by hand, from a run of each end queued first."""
 from __future__ import annotations
 
