@@ -138,10 +138,13 @@ class Bound:
 
     def reason(self) -> str:
         """'(floor); noise 0.08% over 14 starts'."""
-        words = {"explicit": "set for this benchmark", "floor": "floor", "noise": f"{K:g} x noise",
-                 "default": f"default: noise known after {MIN_STARTS} starts"}
-        text = f"({words[self.source]})"
+        text = f"({self.label()})"
         return f"{text}; {self.noise.describe()}" if self.noise is not None else text
+
+    def label(self) -> str:
+        """Which bound decided: 'floor', '1.5 x noise', 'set for this benchmark' or the default's."""
+        return {"explicit": "set for this benchmark", "floor": "floor", "noise": f"{K:g} x noise",
+                "default": f"default: noise known after {MIN_STARTS} starts"}[self.source]
 
 
 def bound(metric: str, *, noise: Noise | None = None, explicit: float | None = None) -> Bound:

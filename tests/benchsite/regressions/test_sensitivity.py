@@ -196,6 +196,14 @@ def test_a_1_percent_slowdown_on_a_quiet_series_is_a_regression_by_the_floor(ben
     assert row.starts == 9 and row.series_key == verdict.series_key
 
 
+def test_the_run_page_says_which_bound_decided(client, benchmark):
+    _judged(benchmark, QUIET)
+    run = _judged(benchmark, [99.0])[0]
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    row = re.search(r'<tr class="verdict[^"]*" data-metric="decode_tok_s".*?</tr>', page, re.S).group(0)
+    assert re.search(r'±0\.5% <span class="muted">\(floor\); noise 0\.\d+% over 8 starts</span>', row), row
+
+
 def test_with_fewer_than_6_starts_the_same_slowdown_waits_for_the_fixed_threshold(benchmark):
     _judged(benchmark, QUIET[:4])
     run = _judged(benchmark, [99.0])[0]
@@ -306,12 +314,12 @@ def test_the_benchmark_page_shows_each_variant_s_noise_and_what_it_can_see(clien
     row = re.search(r'<tr data-variant="eager">(.*?)</tr>', page, re.S).group(1)
     cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
     assert cells[1] == f"±{noise.relative * 100:.2f}% between starts, 14 starts"
-    assert cells[2].startswith("0.5% (floor); noise")
+    assert cells[2] == "0.5% (floor)"
     seen = sensitivity.visible_change(sensitivity.Noise(noise.relative, 14), 2, 0.005)
     assert cells[3] == f"{seen * 100:.2f}%" and cells[4] == "0.50%"
     Threshold.objects.create(benchmark=benchmark, metric=DECODE, relative=0.012)
     page = client.get(f"/b/{benchmark.slug}/").content.decode()
-    assert "1.2% <span class=\"muted\">(set for this benchmark); noise" in page
+    assert "1.2% <span class=\"muted\">(set for this benchmark)</span>" in page
 
 
 def test_starts_of_one_commit_beside_the_series_count_as_same_code_evidence(benchmark):
