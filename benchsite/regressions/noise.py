@@ -72,3 +72,13 @@ def noise_refresh(*, run: Run) -> list[SeriesNoise]:
                       "relative": noise.relative, "starts": noise.starts, "same_code": noise.same_code})
         rows.append(row)
     return rows
+
+
+def noises_at(run: Run, points: list[str]) -> dict[tuple[str, str, str], sensitivity.Noise]:
+    """(point, metric, method) -> the noise kept for RUN's series at each of POINTS ("" the first),
+    with RUN's settings: one query (a pull-request check reads them for every metric and point)."""
+    keys = {series_key(run, point): point for point in points}
+    rows = (SeriesNoise.objects.filter(series_key__in=list(keys), settings=settings_of(run))
+            .values_list("series_key", "metric", "method", "relative", "starts", "same_code"))
+    return {(keys[key], metric, method): sensitivity.Noise(relative, starts, same)
+            for key, metric, method, relative, starts, same in rows}

@@ -14,6 +14,7 @@ from functools import lru_cache
 from statistics import fmean, median, variance
 
 from benchsite.bench.lifecycle import outcome as words
+from benchsite.regressions.sensitivity import Noise, short_percent
 from benchsite.regressions.tstats import t_quantile
 from runners import contract
 
@@ -31,6 +32,7 @@ class Side:
     host: str = ""
     figures: dict[str, float] = field(default_factory=dict)           # metric -> the run's figure
     samples: dict[str, list[float]] = field(default_factory=dict)     # metric -> its clean repeats
+    methods: dict[str, str] = field(default_factory=dict)             # metric -> how it was measured ("" the original)
     share: float | None = None
     took_effect: str = ""
 
@@ -42,20 +44,37 @@ class Change:
     ci_high: float | None
 
 
-def ratio_change(base: list[float], head: list[float]) -> Change | None:
-    """head/base - 1 from the geometric means, with Welch's 95% interval on the log scale; None
-    without positive values on both sides; no interval with fewer than two on either."""
+def ratio_change(base: list[float], head: list[float], noise: Noise | None = None) -> Change | None:
+    """head/base - 1 from the geometric means, with a 95% interval on the log scale: Welch's from
+    the two sides alone, or, with the series' NOISE known, Student's with the variance pooled from
+    the series' starts and both sides' (pooled); None without positive values on both sides; no
+    interval with fewer than two on either."""
     lb, lh = [math.log(v) for v in base if v > 0], [math.log(v) for v in head if v > 0]
     if not lb or not lh:
         return None
     diff = fmean(lh) - fmean(lb)
     if len(lb) < 2 or len(lh) < 2:
         return Change(math.exp(diff) - 1, None, None)
+    if noise is not None and noise.known:
+        return _pooled(diff, lb, lh, noise)
     vb, vh = variance(lb) / len(lb), variance(lh) / len(lh)
     se = math.sqrt(vb + vh)
     if se == 0:
         return Change(math.exp(diff) - 1, math.exp(diff) - 1, math.exp(diff) - 1)
     df = (vb + vh) ** 2 / ((vb ** 2 / (len(lb) - 1) if vb else 0) + (vh ** 2 / (len(lh) - 1) if vh else 0))
+    half = _t(round(df, 2)) * se
+    return Change(math.exp(diff) - 1, math.exp(diff - half) - 1, math.exp(diff + half) - 1)
+
+
+def _pooled(diff: float, lb: list[float], lh: list[float], noise: Noise) -> Change:
+    """The interval of DIFF with the log-scale variance pooled from the series' noise (its starts
+    less one degrees of freedom; a relative noise is the standard deviation of the logarithm to
+    first order) and both sides' own spread: s^2 = (df_series * noise^2 + SS_base + SS_head) /
+    (df_series + n_base + n_head - 2), t on those degrees of freedom."""
+    df_series = noise.starts - 1
+    squares = sum((x - fmean(lb)) ** 2 for x in lb) + sum((x - fmean(lh)) ** 2 for x in lh)
+    df = df_series + len(lb) + len(lh) - 2
+    se = math.sqrt((df_series * noise.relative ** 2 + squares) / df * (1 / len(lb) + 1 / len(lh)))
     half = _t(round(df, 2)) * se
     return Change(math.exp(diff) - 1, math.exp(diff - half) - 1, math.exp(diff + half) - 1)
 
@@ -72,12 +91,15 @@ def _evidence(sides: list[Side], metric: str, per_start: bool) -> list[float]:
     return [v for s in sides for v in s.samples.get(metric, [])]
 
 
-def metric_change(metric: str, base: list[Side], head: list[Side], threshold: float) -> dict | None:
-    """{metric, unit, base, head, effect, ci_low, ci_high, threshold, word, evidence} or None
-    when a side lacks the metric."""
+def metric_change(metric: str, base: list[Side], head: list[Side], threshold: float,
+                  noise: Noise | None = None) -> dict | None:
+    """{metric, unit, base, head, effect, ci_low, ci_high, threshold, word, evidence, noise} or
+    None when a side lacks the metric. NOISE: the series' noise between starts, pooled into the
+    interval of engine starts when known (regressions.sensitivity)."""
     per_start = sum(metric in s.figures for s in base) >= 2 and sum(metric in s.figures for s in head) >= 2
     b, h = _evidence(base, metric, per_start), _evidence(head, metric, per_start)
-    change = ratio_change(b, h)
+    pooled = noise if per_start and noise is not None and noise.known else None
+    change = ratio_change(b, h, pooled)
     if change is None:
         return None
     info = contract.METRICS.get(metric)
@@ -92,7 +114,8 @@ def metric_change(metric: str, base: list[Side], head: list[Side], threshold: fl
             "base": median(s.figures[metric] for s in base if metric in s.figures),
             "head": median(s.figures[metric] for s in head if metric in s.figures),
             "effect": change.effect, "ci_low": change.ci_low, "ci_high": change.ci_high, "threshold": threshold,
-            "word": word, "evidence": "engine starts" if per_start else "repeats"}
+            "word": word, "evidence": "engine starts" if per_start else "repeats",
+            "noise": {"relative": pooled.relative, "starts": pooled.starts} if pooled else None}
 
 
 def _kind(change: Change, direction: str, threshold: float) -> str:
@@ -119,9 +142,11 @@ def _failed(base: list[Side], head: list[Side]) -> str:
 
 
 def variant_row(variant: str, base: list[Side], head: list[Side], thresholds: dict[str, float],
-                correctness: tuple[str, str]) -> dict:
-    """One row of the comparison's table (the keys report.py and the PR page read)."""
-    changes = [c for m, t in thresholds.items() if (c := metric_change(m, base, head, t)) is not None]
+                correctness: tuple[str, str], noises: dict[str, Noise] | None = None) -> dict:
+    """One row of the comparison's table (the keys report.py and the PR page read). NOISES: the
+    series' noise per metric where known (pooled into the intervals)."""
+    noises = noises or {}
+    changes = [c for m, t in thresholds.items() if (c := metric_change(m, base, head, t, noises.get(m))) is not None]
     headline = next((c for c in changes if c["metric"] == HEADLINE), None)
     row = {"variant": variant, "metric": HEADLINE, "unit": contract.METRICS[HEADLINE].unit,
            "base": headline and headline["base"], "head": headline and headline["head"],
@@ -150,6 +175,10 @@ def _row_word(row: dict, base: list[Side], head: list[Side], changes: list[dict]
         return words.NOT_JUDGED, f"correctness not judged: {row['correctness_reason'] or 'no greedy output'}"
     note = "" if changes[0]["evidence"] == "engine starts" else (
         "one engine start a side: the interval is the repeats' (noise between starts left out)")
+    pooled = next((c["noise"] for c in changes if c["metric"] == HEADLINE and c.get("noise")), None)
+    if pooled and not note:
+        note = (f"intervals pooled with the series' noise between starts "
+                f"({short_percent(pooled['relative'])} over {pooled['starts']} starts)")
     return worst(c["word"] for c in changes), note
 
 

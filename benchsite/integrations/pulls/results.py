@@ -15,7 +15,9 @@ from benchsite.bench.pages.selectors import split_samples
 from benchsite.bench.storage.artifacts import ArtifactError
 from benchsite.regressions.samples import run_figure
 from benchsite.regressions.series import host_fingerprint
-from benchsite.regressions.thresholds import judged_metrics, threshold_for
+from benchsite.regressions import sensitivity
+from benchsite.regressions.noise import noises_at
+from benchsite.regressions.thresholds import explicit_threshold, judged_metrics
 from runners import contract
 from runners.probes.correctness import compare_outputs
 
@@ -68,7 +70,7 @@ def comparison_judge(*, comparison_id: int) -> bool:
 
 
 def _table(comparison: Comparison, pull_runs: list[PullRun]) -> list[dict]:
-    thresholds = {m: threshold_for(benchmark=comparison.benchmark, metric=m) for m in judged_metrics()}
+    explicit = {m: explicit_threshold(benchmark=comparison.benchmark, metric=m) for m in judged_metrics()}
     variants = sorted({p.run.variant for p in pull_runs}, key=lambda v: v.position)
     points = [p.id for p in comparison.benchmark.points]
     rows = []
@@ -77,28 +79,42 @@ def _table(comparison: Comparison, pull_runs: list[PullRun]) -> list[dict]:
         base = [p.run for p in mine if p.role == PullRun.Role.BASE]
         head = [p.run for p in mine if p.role == PullRun.Role.HEAD]
         correctness = _correctness(base, head)  # of the run: its greedy output, whatever the point
+        # the series the base side belongs to: its machine and settings (regressions.noise)
+        measured = next((r for r in base if r.state == Run.State.SUCCEEDED), None)
+        kept = noises_at(measured, ["", *points[1:]]) if measured is not None else {}
         for point in points:  # a change at concurrency 16 is a change: one row per workload point
             first = point == points[0]
             name = variant.name if len(points) == 1 else f"{variant.name} · {point}"
-            row = variant_row(name, [_side(r, None if first else point) for r in base],
-                              [_side(r, None if first else point) for r in head], thresholds, correctness)
+            base_sides = [_side(r, None if first else point) for r in base]
+            noises = _noises(kept, "" if first else point, base_sides)
+            thresholds = {m: sensitivity.bound(m, noise=noises.get(m), explicit=explicit[m]).relative for m in explicit}
+            row = variant_row(name, base_sides, [_side(r, None if first else point) for r in head], thresholds,
+                              correctness, noises)
             rows.append({**row, "point": point})
     return rows
+
+
+def _noises(kept: dict, point: str, base: list[Side]) -> dict:
+    """metric -> the kept noise of its series at POINT, for the method the base side measured it with."""
+    methods = {m: method for side in base for m, method in side.methods.items()}
+    return {metric: noise for (at, metric, method), noise in kept.items()
+            if at == point and methods.get(metric, "") == method}
 
 
 def _side(run: Run, point: str | None = None) -> Side:
     """A run's figures at workload POINT (None: its first point, as every run has it)."""
     measurements = Measurement.objects.filter(run=run) if point is None else \
         Measurement.all_points.filter(run=run, point=point)
-    figures, samples = {}, {}
+    figures, samples, methods = {}, {}, {}
     for m in measurements:
         figure = run_figure(m)
         if figure is not None:
             figures[m.metric] = figure
             samples[m.metric] = split_samples(m)[0] or [figure]
+            methods[m.metric] = contract.method_of(m.details)
     view = took_effect_view(run.took_effect)
     return Side(run_id=run.id, state=run.state, error=run.error, host=host_fingerprint(run), figures=figures,
-                samples=samples, share=figures.get(contract.ALLREDUCE_SHARE),
+                samples=samples, methods=methods, share=figures.get(contract.ALLREDUCE_SHARE),
                 took_effect=view["summary"] if view else "")
 
 

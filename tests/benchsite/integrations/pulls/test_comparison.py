@@ -1,4 +1,6 @@
 """Head against base, pure: the interval on the ratio scale, the word per variant, the outcome."""
+import math
+
 import pytest
 
 from benchsite.integrations.pulls.comparison import Side, comparison_outcome, ratio_change, variant_row
@@ -75,3 +77,18 @@ def test_a_slowdown_too_noisy_to_tell_from_zero_is_inconclusive_never_passed():
     decode = {m["metric"]: m for m in row["metrics"]}["decode_tok_s"]
     assert decode["effect"] < -0.2 and decode["ci_low"] < 0 < decode["ci_high"]
     assert decode["word"] == "inconclusive" and row["outcome"] == "inconclusive"
+
+
+def test_the_series_noise_pools_into_the_interval_of_engine_starts():
+    from benchsite.regressions.sensitivity import Noise
+
+    base, head = [217.0, 217.4], [215.0, 215.1]
+    welch, pooled = ratio_change(base, head), ratio_change(base, head, Noise(0.0008, 14))
+    assert welch.effect == pooled.effect
+    assert welch.ci_low < pooled.ci_low < pooled.effect < pooled.ci_high < welch.ci_high
+    # 13 degrees of freedom from the series, 2 from the sides: t(0.975, 15) = 2.131
+    squares = 0.5 * (math.log(217.4 / 217.0) ** 2 + math.log(215.1 / 215.0) ** 2)
+    se = math.sqrt((13 * 0.0008 ** 2 + squares) / 15)
+    assert math.log(1 + pooled.ci_high) - math.log(1 + pooled.effect) == pytest.approx(2.131 * se, rel=1e-3)
+    # a noise from fewer than 6 starts is not pooled
+    assert ratio_change(base, head, Noise(0.0008, 5)) == welch

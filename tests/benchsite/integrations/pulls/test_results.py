@@ -129,3 +129,38 @@ def test_a_change_at_one_workload_point_is_a_change_with_a_row_of_its_own(watche
     assert eager[0]["outcome"] == "passed" and eager[1]["outcome"] == "regressed"
     assert eager[1]["effect"] == pytest.approx(-0.25, abs=0.01)
     assert comparison.outcome == "regressed" and f"eager · {C16}: decode throughput -25.0%" in comparison.summary
+
+
+def _quiet_series(comparison, relative=0.0008, starts=14):
+    """The main line's noise for each variant's series, as SeriesNoise keeps it."""
+    from benchsite.regressions.models import SeriesNoise
+    from benchsite.regressions.noise import settings_of
+    from benchsite.regressions.series import series_key
+
+    for pull_run in comparison.pull_runs.filter(role="base").select_related("run__variant", "run__benchmark"):
+        run = pull_run.run
+        run.worker_host = "test-host"  # where _finish claims it
+        SeriesNoise.objects.get_or_create(series_key=series_key(run), metric=contract.DECODE_TOK_S,
+                                          settings=settings_of(run), method="", defaults={
+                                              "benchmark": run.benchmark, "variant": run.variant,
+                                              "relative": relative, "starts": starts})
+
+
+def test_with_the_series_noise_known_a_1_percent_slower_head_regresses_by_the_floor(
+        opened, django_capture_on_commit_callbacks):
+    _quiet_series(opened)
+    comparison = _judged(opened, django_capture_on_commit_callbacks, head_tok_s=99.0, head_tokens=TINY_REF)
+    assert comparison.outcome == "regressed", comparison.summary
+    row = comparison.table[0]
+    assert row["threshold"] == 0.005 and row["effect"] == pytest.approx(-0.01)
+    assert -0.0125 < row["ci_low"] < row["ci_high"] < -0.0075  # pooled: 13 + 2 degrees of freedom
+    assert row["note"] == "intervals pooled with the series' noise between starts (0.08% over 14 starts)"
+    decode = next(m for m in row["metrics"] if m["metric"] == contract.DECODE_TOK_S)
+    assert decode["noise"] == {"relative": 0.0008, "starts": 14}
+
+
+def test_without_the_series_noise_the_same_head_passes_under_the_fixed_threshold(
+        opened, django_capture_on_commit_callbacks):
+    comparison = _judged(opened, django_capture_on_commit_callbacks, head_tok_s=99.0, head_tokens=TINY_REF)
+    assert comparison.outcome == "passed", comparison.summary
+    assert comparison.table[0]["threshold"] == 0.03 and comparison.table[0]["note"] == ""
