@@ -19,7 +19,8 @@ _ROW = {
         "base_runs": {"type": "array", "items": {"type": "integer"}},
         "head_runs": {"type": "array", "items": {"type": "integer"}}, "note": {"type": "string"},
         "metrics": {"type": "array", "items": {"type": "object"}, "description": "every judged metric's change: "
-                    "metric, unit, base, head, effect, ci_low, ci_high, threshold, word, evidence"},
+                    "metric, unit, base, head, effect, ci_low, ci_high, threshold, word, evidence, and noise "
+                    "({relative, starts}: the series' noise pooled into the interval, or null)"},
     },
 }
 _RUN_REF = {
