@@ -21,7 +21,7 @@ from .alerts import alerts_queue
 from .models import ChangePoint, Verdict
 from .samples import run_figure
 from .series import Point, parent_commit, point_measurements, same_machine, series_key, series_points
-from .thresholds import bound_for
+from .noise import series_noise
 from .verdicts import unaccepted_change_runs
 
 log = logging.getLogger(__name__)
@@ -104,11 +104,11 @@ def changepoint_confirm(*, change_point: ChangePoint) -> None:
 
 def _noise_before(cp: ChangePoint) -> float | None:
     """The series' run-to-run noise at the level before the change: the one the rule knows
-    (thresholds.bound_for, from at least sensitivity.MIN_STARTS starts), else the robust estimate
+    (noise.series_noise, known from at least sensitivity.MIN_STARTS starts), else the robust estimate
     over the runs before the change (judging.robust_noise)."""
     if cp.previous_run is None:
         return None
-    known = bound_for(run=cp.run, metric=cp.metric, point=cp.point).noise
+    known = series_noise(cp.run, cp.metric, cp.point)
     if known is not None and known.known:
         return known.relative * abs(cp.before)
     points = series_points(run=cp.previous_run, metric=cp.metric, until_run=cp.previous_run, point=cp.point,

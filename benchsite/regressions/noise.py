@@ -35,15 +35,19 @@ def series_noise(run: Run, metric: str, point: str = "", method: str | None = No
     return sensitivity.Noise(*row) if row else None
 
 
-def same_code_elsewhere(run: Run, metric: str, point: str, method: str) -> list[tuple[str, float]]:
-    """(commit, figure) of the newest runs of RUN's variant, machine and settings that measured one
+def same_code_runs(run: Run) -> dict[int, str]:
+    """id -> commit of the newest runs of RUN's variant, machine and settings that measured one
     commit several times outside its series: a canary's fixed commit, the starts of a pull-request
     check (each side one commit)."""
     incorrect = Measurement.objects.filter(run=OuterRef("pk"), metric=contract.CORRECT, value=0)
-    runs = dict(Run.objects.filter(same_machine(run), same_settings(run), benchmark_id=run.benchmark_id,
+    return dict(Run.objects.filter(same_machine(run), same_settings(run), benchmark_id=run.benchmark_id,
                                    variant_id=run.variant_id, state=Run.State.SUCCEEDED)
                 .filter(Q(canary_run__isnull=False) | Q(trigger=Run.Trigger.PULL)).exclude(commit="")
                 .exclude(Exists(incorrect)).order_by("-created_at", "-id").values_list("id", "commit")[:NOISE_WINDOW])
+
+
+def same_code_elsewhere(runs: dict[int, str], metric: str, point: str, method: str) -> list[tuple[str, float]]:
+    """(commit, figure) of METRIC at POINT, measured by METHOD, in RUNS (same_code_runs)."""
     found = []
     for m in point_measurements(point).filter(run_id__in=list(runs), metric=metric):
         figure = run_figure(m)
@@ -58,16 +62,16 @@ def noise_refresh(*, run: Run) -> list[SeriesNoise]:
     rows = []
     measurements = Measurement.all_points.filter(run=run, metric__in=contract.judged_metric_names()).only("metric", "point",
                                                                                           "first_point", "details")
+    beside = same_code_runs(run)  # once a run: the same runs for every metric and point
     for m in measurements:
-        point = series_point(m)
+        point, method = series_point(m), contract.method_of(m.details)
         points = series_points(run=run, metric=m.metric, until_run=run, point=point, newest=NOISE_WINDOW)
         noise = sensitivity.noise_estimate([(p.run.commit, p.value) for p in points],
-                                           same_code_elsewhere(run, m.metric, point, contract.method_of(m.details)))
+                                           same_code_elsewhere(beside, m.metric, point, method))
         if noise is None:
             continue
         row, _ = SeriesNoise.objects.update_or_create(
-            series_key=series_key(run, point), metric=m.metric, settings=settings_of(run),
-            method=contract.method_of(m.details),
+            series_key=series_key(run, point), metric=m.metric, settings=settings_of(run), method=method,
             defaults={"benchmark_id": run.benchmark_id, "variant_id": run.variant_id, "point": point, "run": run,
                       "relative": noise.relative, "starts": noise.starts, "same_code": noise.same_code})
         rows.append(row)

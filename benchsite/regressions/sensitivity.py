@@ -24,8 +24,6 @@ from runners import contract
 
 K = 1.5
 MIN_STARTS = 6
-# The smallest change worth reporting however quiet the series: below it a change is real but
-# too small to act on (a tok/s median moves less than a tail).
 def check_floors(floors) -> dict[str, float]:
     """Each key a judged metric, each floor a relative change above 0 and below 1
     (contract.ContractError names the one that is not)."""
@@ -33,6 +31,8 @@ def check_floors(floors) -> dict[str, float]:
             for m, v in floors.items()}
 
 
+# The smallest change worth reporting however quiet the series: below it a change is real but
+# too small to act on (a tok/s median moves less than a tail).
 FLOORS: dict[str, float] = check_floors({
     contract.DECODE_TOK_S: 0.005, contract.SLOWEST_STREAM_TOK_S: 0.005, contract.AGGREGATE_TOK_S: 0.005,
     contract.ITL_MS_P50: 0.005,

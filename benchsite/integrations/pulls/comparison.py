@@ -14,7 +14,7 @@ from functools import lru_cache
 from statistics import fmean, median, variance
 
 from benchsite.bench.lifecycle import outcome as words
-from benchsite.regressions.sensitivity import Noise, short_percent
+from benchsite.regressions.sensitivity import Noise, counts, short_percent
 from benchsite.regressions.tstats import t_quantile
 from runners import contract
 
@@ -119,7 +119,7 @@ def metric_change(metric: str, base: list[Side], head: list[Side], threshold: fl
 
 
 def _kind(change: Change, direction: str, threshold: float) -> str:
-    if change.ci_low is None or not (change.ci_low > 0 or change.ci_high < 0) or abs(change.effect) < threshold:
+    if not counts(effect=change.effect, ci_low=change.ci_low, ci_high=change.ci_high, threshold=threshold):
         return "no_change"
     better = change.effect > 0 if direction == "higher" else change.effect < 0
     return "improvement" if better else "regression"
