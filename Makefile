@@ -10,7 +10,7 @@ export BENCH_TINY_MODEL_DIR ?= $(CURDIR)/var/tiny-model
 # __pycache__ (ignored by git); site-packages is compiled at install.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install run test test-fast model browser prometheus clean
+.PHONY: install run test test-fast model browser prometheus docs docs-build clean
 
 # uv installs the same packages as pip in a fraction of the time (about 30 s instead of 2+ min
 # here); it reads pip's find-links (where torch's CPU wheel may live) from the environment or
@@ -37,6 +37,14 @@ run: model
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bench_demo --port $(PORT)
 
+# The documentation site (mkdocs.yml, pages in docs/) at http://127.0.0.1:8001/, rebuilt on each save.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve -a 127.0.0.1:8001
+
+# --strict: a broken link, a missing anchor or a page left out of the navigation fails the build.
+docs-build: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # The dashboard's browser test drives Debian's Chromium (no browser download).
 browser:
 	@test -x /usr/lib/chromium/chromium -a -x /usr/bin/chromedriver || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
@@ -46,7 +54,7 @@ browser:
 prometheus:
 	@test -x /usr/bin/prometheus -a -x /usr/bin/promtool || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus)
 
-# The architecture rules (import-linter), then two passes at the same time, each on 2 xdist
+# The architecture rules (import-linter), the docs site built with --strict, then two passes at the same time, each on 2 xdist
 # workers: the whole suite on SQLite with the real vLLM CPU engine (but the end-to-end run), and
 # every test that uses the database on PostgreSQL (web, service, webhook, and the real end-to-end
 # run; pure-Python tests and the pages in Chromium are not repeated), with the tests marked
@@ -58,6 +66,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loa
 test:
 	@$(MAKE) --no-print-directory -j3 model browser prometheus  # the install, Chromium's and Prometheus' at the same time
 	$(VENV)/bin/lint-imports
+	@$(MAKE) --no-print-directory docs-build
 	@mkdir -p var/logs
 	@DATABASE_URL=$(TEST_POSTGRES_URL) $(PYTEST) -m "(database or postgres_pass) and not alone and not browser and not sqlite_only" > var/logs/test-postgres.log 2>&1 & pg=$$!; \
 	echo "=== SQLite pass (the PostgreSQL pass runs beside it: var/logs/test-postgres.log) ==="; \
@@ -74,4 +83,4 @@ test-fast: install
 	$(PYTEST) -m "not engine"
 
 clean:
-	rm -rf $(VENV) var db.sqlite3
+	rm -rf $(VENV) var db.sqlite3 site

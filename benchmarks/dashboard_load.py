@@ -58,7 +58,7 @@ def _django(database_url: str):
 def seed(runs: int) -> dict:
     """Bulk-insert the history of one benchmark (SQLite); returns the ids the pages need."""
     from benchsite.bench.models import Benchmark, Measurement, Run, Variant
-    from benchsite.bench.pages import home_cache
+    from benchsite.bench.domain import home_cache
     from benchmarks.history_copy import figures
 
     benchmark = Benchmark.objects.create(name="Llama 8B TP2 H200", slug="load", model="/models/llama-8b",

@@ -19,7 +19,7 @@ and separately over the noise-alone series (the rest are step series' changes na
 points from the step: a 2-3% step at 2% noise is hard to place).
 
 Methods:
-- E-Divisive means, the service's detector (benchsite.regressions.edivisive: min segment 3,
+- E-Divisive means, the service's detector (benchsite.regressions.detect.edivisive: min segment 3,
   p <= 0.001 after the 1 + ln k scan correction), with no minimum change and with the decode
   default of 3%; and what the service alerts on: each change found (3%), or a single run beyond
   the 99.9% prediction interval of the runs before it (a strong regression verdict), confirmed by
@@ -44,9 +44,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchsite.regressions.edivisive import detect  # noqa: E402  (pure modules: no Django set-up)
-from benchsite.regressions.judging import (REGRESSION, SECOND_LOOK_AFTER, confirmation_agrees, judge,  # noqa: E402
-                                           robust_noise)
+from benchsite.regressions.detect.edivisive import detect  # noqa: E402  (pure modules: no Django set-up)
+from benchsite.regressions.detect.judging import (REGRESSION, SECOND_LOOK_AFTER,  # noqa: E402
+                                                  confirmation_agrees, judge, robust_noise)
 
 NOISES = (0.01, 0.02, 0.03, 0.05)
 STEPS = (0.02, 0.03, 0.05, 0.07, 0.10)

@@ -48,7 +48,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `runners` importable
 from benchmarks.decode_noise import ENGINE_ARGS, PROMPT, cv  # noqa: E402 (the tiny engine's settings)
 from benchmarks.observer_effect import plain_stream, user_request  # noqa: E402
 from runners.engine import Engine, EngineSpec  # noqa: E402
-from runners.probes import decode, host  # noqa: E402
+from runners.probes import decode, host, streamed_request  # noqa: E402
 from runners.probes.client import CompletionClient  # noqa: E402
 from runners.probes.metrics import hist_delta, scrape_server_metrics, settled_metrics  # noqa: E402
 
@@ -173,11 +173,11 @@ def engine_itl_ms(api: CompletionClient, model: str, before: dict) -> float | No
 def raw_streams(base_url: str, model: str, max_tokens: int, n: int) -> list[dict]:
     """N probe requests' raw records on one connection after one unrecorded request (a new
     connection's first segments are ACKed at once: quick-ACK mode), times relative to the send."""
-    body = decode._request_body(model, PROMPT, max_tokens)
+    body = streamed_request.request_body(model, PROMPT, max_tokens)
     out = []
     with CompletionClient(base_url, timeout_s=120) as api:
         for j in range(n + 1):
-            rec = decode._stream_once(api, body, 120)
+            rec = streamed_request.stream_once(api, body, 120)
             t0 = rec["t_send"]
             if j:
                 out.append({"t_send": 0.0, "n_tokens": rec["n_tokens"],

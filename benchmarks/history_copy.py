@@ -57,7 +57,7 @@ def seed_copy(runs: int, benchmarks: int, base_tok_s: tuple[float, ...], variant
     from django.db import connection
 
     from benchsite.bench.models import Benchmark, Measurement, Run, Variant
-    from benchsite.bench.pages import home_cache
+    from benchsite.bench.domain import home_cache
 
     made = [Benchmark.objects.create(name=f"Llama 8B TP2 H200 #{b}" if b else "Llama 8B TP2 H200",
                                      slug=f"load-{b}" if b else "load", model="/models/llama-8b",

@@ -1,4 +1,4 @@
-"""What the service's rule (benchsite.regressions.sensitivity) finds on generated series, and what
+"""What the service's rule (benchsite.regressions.detect.sensitivity) finds on generated series, and what
 each recorded series can see with its own noise.
 
     python benchmarks/sensitivity.py [--reps 40] [--seeds 20261205,1,2] [--json]
@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from benchsite.regressions import sensitivity  # noqa: E402  (pure modules: no Django set-up)
-from benchsite.regressions.edivisive import detect  # noqa: E402
-from benchsite.regressions.judging import (REGRESSION, SECOND_LOOK_AFTER, confirmation_agrees, judge,  # noqa: E402
-                                           robust_noise)
+from benchsite.regressions.detect import sensitivity  # noqa: E402  (pure modules: no Django set-up)
+from benchsite.regressions.detect.edivisive import detect  # noqa: E402
+from benchsite.regressions.detect.judging import (REGRESSION, SECOND_LOOK_AFTER,  # noqa: E402
+                                                  confirmation_agrees, judge, robust_noise)
 from detection_accuracy import HORIZON, MATCH, rerunner  # noqa: E402
 
 METRIC = "decode_tok_s"

@@ -26,8 +26,10 @@ the probe deadline, runs finished on the full disk kept their measurements). rec
 the fault's end (the restart, the reconnection, the freed disk; for engine_hang from the run's
 start) to the probe's success.
 
-After the load, a drain (--drain-s at most) until every run is final. lost: a run that is
-neither final nor in flight (RUNNING with a fresh heartbeat) after the drain: must be 0.
+Pushes and pull-request deliveries come during the load only (--seconds or --minutes), also
+when a fault's recovery outlasts it. After the load, a drain (--drain-s at most) until every run
+is final. lost: a run that is neither final, nor in flight (RUNNING with a fresh heartbeat), nor
+waiting (QUEUED with its message in the broker: a drain cut short) after the drain: must be 0.
 Sampled every 5 s: the Redis queue lengths and the RSS of the gunicorn worker and of each Celery
 worker (main process and its pool processes; the GPU worker's "end" is the restarted process).
 growth.bounded: queues back to 0, no engine process left over, RSS end/start under 1.5 per worker
@@ -134,8 +136,11 @@ def _repo_payload() -> dict:
     return {"full_name": "acme/engine", "html_url": REPO, "clone_url": REPO + ".git"}
 
 
-def _deliveries(stop: threading.Event, remote, base_url: str, every_s: float, clock: Clock, out: list) -> None:
-    """Pushes of new commits at a steady rate; every 4th delivery a new head of a pull request."""
+def _deliveries(stop: threading.Event, remote, base_url: str, every_s: float, until_s: float, clock: Clock,
+                out: list) -> None:
+    """Pushes of new commits at a steady rate during the load (UNTIL_S on CLOCK, also when a fault's
+    recovery outlasts it: a slow host then gets no more work than a quick one); every 4th delivery
+    a new head of a pull request."""
     import httpx
 
     from tests.runners.builder.conftest import git
@@ -143,7 +148,7 @@ def _deliveries(stop: threading.Event, remote, base_url: str, every_s: float, cl
     main_sha = git(remote.work, "rev-parse", "main")
     with httpx.Client(timeout=30) as client:
         i = 0
-        while not stop.is_set():
+        while not stop.is_set() and clock.now() < until_s:
             if i % 4 == 3:
                 number = i // 4 % 2 + 1
                 sha = remote.commit({"soak.txt": f"{i}\n"}, f"pr {number} head {i}", branch=f"pr/{number}")
@@ -408,19 +413,24 @@ def _drained(first_id: int, redis_url: str) -> bool:
     return all(v == 0 for v in _queues(redis_url).values())
 
 
-def _runs_figures(since_id: int, heartbeat_timeout_s: float, clock: Clock) -> dict:
+def _runs_figures(since_id: int, heartbeat_timeout_s: float, clock: Clock, redis_url: str) -> dict:
     from collections import Counter
 
     from django.utils import timezone
 
     from benchsite.bench.models import Run
+    from benchsite.bench.worker.broker import live_task_ids
 
-    runs = list(Run.objects.filter(id__gt=since_id).select_related("variant")
+    runs = list(Run.objects.filter(id__gt=since_id).select_related("variant", "benchmark")
                 .only("state", "trigger", "failure_kind", "error", "heartbeat_at", "phase", "created_at", "started_at",
-                      "finished_at", "attempts", "variant__name"))
+                      "finished_at", "attempts", "task_id", "variant__name", "benchmark__gpu_pool"))
     fresh = timezone.now() - timezone.timedelta(seconds=heartbeat_timeout_s)
     in_flight = [r for r in runs if r.state in Run.ACTIVE_STATES and r.heartbeat_at and r.heartbeat_at >= fresh]
-    lost = [r.id for r in runs if not r.is_final and r not in in_flight]
+    queued = [r for r in runs if r.state == Run.State.QUEUED and r.task_id]
+    live = live_task_ids(redis_url, {r.benchmark.queue for r in queued}) if queued else set()
+    # a drain cut short leaves a backlog: a queued run whose message the broker holds is waiting, not lost
+    waiting = [r for r in queued if live and r.task_id in live]
+    lost = [r.id for r in runs if not r.is_final and r not in in_flight and r not in waiting]
 
     def reason(run) -> str:
         return run.failure_kind or (run.error.split(":")[0][:60] if run.error else "no reason given")
@@ -436,8 +446,12 @@ def _runs_figures(since_id: int, heartbeat_timeout_s: float, clock: Clock) -> di
                          "started_at_s": clock.at(r.started_at), "finished_at_s": clock.at(r.finished_at)}
                         for r in runs if r.state == "FAILED"],
         "runs_in_flight": len(in_flight),
+        "runs_waiting": len(waiting),
         "runs_lost": len(lost),
         "lost_run_ids": lost,
+        "lost_runs": [{"id": r.id, "state": r.state, "phase": r.phase, "attempts": r.attempts,
+                       "created_at_s": clock.at(r.created_at), "started_at_s": clock.at(r.started_at),
+                       "heartbeat_at_s": clock.at(r.heartbeat_at)} for r in runs if r.id in lost],
     }
 
 
@@ -543,7 +557,8 @@ def soak(args, work: Path, database_url: str) -> dict:
             clock = Clock()
             threads = [threading.Thread(target=_sampler, args=(stop_sampling, running, gunicorn, clock, samples)),
                        threading.Thread(target=_deliveries,
-                                        args=(stop, remote, base_url, args.push_every_s, clock, deliveries)),
+                                        args=(stop, remote, base_url, args.push_every_s, args.load_s, clock,
+                                              deliveries)),
                        threading.Thread(target=_reader, args=(stop, base_url, clock, reads))]
             for thread in threads:
                 thread.start()
@@ -564,7 +579,8 @@ def soak(args, work: Path, database_url: str) -> dict:
             drained_s = round(clock.now() - load_s, 1)
             stop_sampling.set()  # its last sample: the drained queues
             threads[0].join(timeout=30)
-            runs = _runs_figures(first_id, float(DATABASE_DOWN_ENV["BENCH_HEARTBEAT_TIMEOUT_S"]), clock)
+            runs = _runs_figures(first_id, float(DATABASE_DOWN_ENV["BENCH_HEARTBEAT_TIMEOUT_S"]), clock,
+                                 running.redis.url)
             growth = _growth(samples, running)
             growth["leftover_messages"] = _leftover_messages(running.redis.url)
     finally:

@@ -8,6 +8,8 @@ import os
 from celery import Celery
 from kombu.transport import TRANSPORT_ALIASES
 
+from runners.contract import EXECUTE_RUN
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
 # filesystem:// (the embedded broker) writes each message whole before a consumer can take it;
 # other brokers (redis://) are untouched.
@@ -25,7 +27,7 @@ app.conf.update(
     accept_content=["json"],
     result_expires=24 * 3600,
     broker_connection_retry_on_startup=True,
-    task_routes={"bench.execute_run": {"queue": "gpu.default"}},  # overridden per benchmark pool
+    task_routes={EXECUTE_RUN: {"queue": "gpu.default"}},  # overridden per benchmark pool
 )
 app.autodiscover_tasks(["benchsite.bench.lifecycle"])  # tasks.py: the web side
 app.autodiscover_tasks(["benchsite.bench.worker"], related_name="gpu_tasks")

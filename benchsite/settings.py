@@ -1,42 +1,44 @@
-"""One settings module, driven by environment variables with embedded defaults.
+"""Django's settings: the names the code reads (settings.BENCH_X) and the shapes Django wants,
+filled from the typed configuration (benchsite/config/; every variable in docs/configuration.md).
 
-Defaults need no server: SQLite and Celery's filesystem transport, so `make run` works on a
-bare machine. Set DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis) in production.
+Every variable is read and checked once, here at import: a bad value stops every process
+(manage.py, gunicorn, Celery) at start with a message naming the variable. Defaults need no
+server: SQLite and Celery's filesystem transport, so `make run` works on a bare machine. Set
+DATABASE_URL (PostgreSQL) and CELERY_BROKER_URL (Redis) in production.
 """
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_choice, env_fraction, env_int, env_list, env_networks, env_required, env_str
+from .config import ConfigError, load
 from .storage_config import filesystem_artifacts_storage, s3_artifacts_storage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("BENCH_VAR_DIR", str(BASE_DIR / "var")))  # created by BenchConfig.ready()
+try:
+    _config = load(BASE_DIR)
+except ConfigError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+_web, _storage, _workers, _shared = _config.web, _config.storage, _config.workers, _config.shared
+VAR_DIR = _config.var_dir  # created by BenchConfig.ready()
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
-if not DEBUG and SECRET_KEY.startswith("dev-only"):
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+DEBUG = _web.debug
+SECRET_KEY = _web.secret_key
+ALLOWED_HOSTS = _web.allowed_hosts
+CSRF_TRUSTED_ORIGINS = _web.csrf_trusted_origins
 
 # --- Production (DJANGO_DEBUG=0): HTTPS only; `manage.py check --deploy` is clean -----------
-# The site is served behind a TLS-terminating proxy that sets X-Forwarded-Proto (set
-# DJANGO_BEHIND_TLS_PROXY=0 when gunicorn itself faces the network). On a plain-HTTP test
-# network, DJANGO_SECURE_SSL_REDIRECT=0 DJANGO_SECURE_COOKIES=0 DJANGO_HSTS_SECONDS=0.
-if env_bool("DJANGO_BEHIND_TLS_PROXY", not DEBUG):
+# Each switch left unset follows DEBUG: on in production, off in development.
+if _web.by_mode(_web.behind_tls_proxy, production=True, development=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
+SECURE_SSL_REDIRECT = _web.by_mode(_web.secure_ssl_redirect, production=True, development=False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _web.by_mode(_web.secure_cookies, production=True, development=False)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
-SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
-# Preloading is a promise to the browsers' lists that only the domain's owner can make.
-SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+SECURE_HSTS_SECONDS = _web.by_mode(_web.hsts_seconds, production=365 * 24 * 3600, development=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _web.hsts_include_subdomains
+SECURE_HSTS_PRELOAD = _web.hsts_preload
 SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -64,7 +66,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "benchsite.bench.pages.permissions.PrivateDashboardMiddleware",  # BENCH_PRIVATE_DASHBOARD
+    "benchsite.bench.domain.permissions.PrivateDashboardMiddleware",  # BENCH_PRIVATE_DASHBOARD
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -87,14 +89,9 @@ TEMPLATES = [
     },
 ]
 
-_database_url = env_str("DATABASE_URL", "") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
-try:
-    # Health checks: a connection broken while idle (database restarted) is replaced before use.
-    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
-except ValueError as exc:  # unknown scheme, malformed URL
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured(f"DATABASE_URL={_database_url!r} is not a database URL: {exc}") from None
+_database_url = _config.database.url or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+# Health checks: a connection broken while idle (database restarted) is replaced before use.
+DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
 if "postgresql" in DATABASES["default"]["ENGINE"]:
     # No JIT compilation: the pages' queries run in milliseconds, and the planner's cost estimate
     # of a correlated subquery over 1,000,000 runs switched it on, adding 30 ms to a 45 ms query.
@@ -105,7 +102,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # WAL lets readers go on while one writes; IMMEDIATE takes the write lock when a transaction
     # begins, so a reader never has to upgrade to a writer (SQLite answers that "database is
     # locked" at once, busy timeout or not); the busy timeout (s) is how long a writer waits.
-    DATABASES["default"]["OPTIONS"] = {"timeout": env_int("BENCH_SQLITE_BUSY_TIMEOUT_S", 30, minimum=1),
+    DATABASES["default"]["OPTIONS"] = {"timeout": _config.database.sqlite_busy_timeout_s,
                                        "transaction_mode": "IMMEDIATE",
                                        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
@@ -123,29 +120,17 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 
 # --- Artifacts (server and build logs, profiler traces, probe JSON): a storage of their own ---
-# "filesystem" (default: BENCH_ARTIFACTS_DIR, shared by the web and a GPU worker on one host) or
-# "s3" (any S3-compatible object store, MinIO in docker-compose.yml, through django-storages).
-# GPU workers write with the same storage: give them the same settings (README "Artifacts").
-BENCH_ARTIFACTS_BACKEND = env_choice("BENCH_ARTIFACTS_BACKEND", "filesystem", ("filesystem", "s3"))
-BENCH_ARTIFACTS_DIR = Path(env_str("BENCH_ARTIFACTS_DIR", str(VAR_DIR / "artifacts")))
-# One artifact larger than this is refused (streamed, so it is a disk or bucket bound, not memory).
-BENCH_ARTIFACT_MAX_BYTES = env_int("BENCH_ARTIFACT_MAX_BYTES", 2 * 1024**3, minimum=1)
+BENCH_ARTIFACTS_BACKEND = _storage.backend
+BENCH_ARTIFACTS_DIR = _config.artifacts_dir
+BENCH_ARTIFACT_MAX_BYTES = _storage.max_bytes
 if BENCH_ARTIFACTS_BACKEND == "s3":
     _artifacts_storage = s3_artifacts_storage(
-        bucket=env_required("BENCH_ARTIFACTS_S3_BUCKET", "BENCH_ARTIFACTS_BACKEND=s3"),
-        endpoint_url=env_str("BENCH_ARTIFACTS_S3_ENDPOINT_URL", ""),  # MinIO: http://minio:9000
-        region=env_str("BENCH_ARTIFACTS_S3_REGION", ""),
-        access_key=env_str("BENCH_ARTIFACTS_S3_ACCESS_KEY_ID", ""),  # empty: boto3's own chain
-        secret_key=env_str("BENCH_ARTIFACTS_S3_SECRET_ACCESS_KEY", ""),
-        prefix=env_str("BENCH_ARTIFACTS_S3_PREFIX", ""),
-    )
+        bucket=_storage.s3_bucket, endpoint_url=_storage.s3_endpoint_url, region=_storage.s3_region,
+        access_key=_storage.s3_access_key_id, secret_key=_storage.s3_secret_access_key, prefix=_storage.s3_prefix)
 else:
     _artifacts_storage = filesystem_artifacts_storage(BENCH_ARTIFACTS_DIR)
-# Retention (benchsite/bench/retention/, `manage.py bench_gc`): profiler traces and server and
-# build logs are freed after this many days; 0 keeps them forever. Runs that matter (references,
-# change points, confirmed regressions, open pull requests, annotated) and measurements are kept.
-BENCH_RETAIN_TRACES_DAYS = env_int("BENCH_RETAIN_TRACES_DAYS", 30, minimum=0)
-BENCH_RETAIN_LOGS_DAYS = env_int("BENCH_RETAIN_LOGS_DAYS", 90, minimum=0)
+BENCH_RETAIN_TRACES_DAYS = _config.retention.traces_days
+BENCH_RETAIN_LOGS_DAYS = _config.retention.logs_days
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -153,21 +138,20 @@ STORAGES = {
 }
 
 LOGIN_URL = "/accounts/login/"
-# Roles (benchsite/bench/pages/permissions.py): anonymous visitors browse unless the dashboard is
-# private; members trigger and annotate (every logged-in user, or only this group's members).
-BENCH_PRIVATE_DASHBOARD = env_bool("BENCH_PRIVATE_DASHBOARD", False)
-BENCH_MEMBER_GROUP = env_str("BENCH_MEMBER_GROUP", "")
+# Roles (benchsite/bench/domain/permissions.py): anonymous visitors browse unless the dashboard is
+# private; members trigger and annotate.
+BENCH_PRIVATE_DASHBOARD = _web.private_dashboard
+BENCH_MEMBER_GROUP = _web.member_group
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/"
 
 # --- Celery ----------------------------------------------------------------------------
 # Embedded default: the filesystem transport (no server). Production: redis://host:6379/0.
 _celery_dir = VAR_DIR / "celery"
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
-CELERY_RESULT_BACKEND = env_str(
-    "CELERY_RESULT_BACKEND",
-    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else f"file://{_celery_dir / 'results'}",
-)
+CELERY_BROKER_URL = _config.broker.url
+CELERY_RESULT_BACKEND = _config.broker.result_backend
+if CELERY_RESULT_BACKEND is None:
+    CELERY_RESULT_BACKEND = CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else f"file://{_celery_dir / 'results'}"
 if CELERY_BROKER_URL == "filesystem://":
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_celery_dir / "in"),
@@ -178,122 +162,83 @@ if CELERY_BROKER_URL == "filesystem://":
     }
 else:
     # Longer than the longest run, or Redis redelivers a long run to a second worker.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("BENCH_VISIBILITY_TIMEOUT_S", 6 * 3600)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _config.broker.visibility_timeout_s}
 
 # Web-side queue: stores results, reaps stale runs. One queue per GPU pool: gpu.<pool>.
 BENCH_WEB_QUEUE = "web"
-# The GPU worker sends a heartbeat this often; a run whose heartbeat is older than the timeout
-# is failed by the reaper (or re-queued once, with BENCH_REAPER_REQUEUE=1).
-BENCH_HEARTBEAT_INTERVAL_S = env_int("BENCH_HEARTBEAT_INTERVAL_S", 20, minimum=1)
-BENCH_HEARTBEAT_TIMEOUT_S = env_int("BENCH_HEARTBEAT_TIMEOUT_S", 300, minimum=2)
-if BENCH_HEARTBEAT_TIMEOUT_S < 2 * BENCH_HEARTBEAT_INTERVAL_S:
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured(f"BENCH_HEARTBEAT_TIMEOUT_S={BENCH_HEARTBEAT_TIMEOUT_S} must be at least twice "
-                               f"BENCH_HEARTBEAT_INTERVAL_S={BENCH_HEARTBEAT_INTERVAL_S}, or a slow beat reaps a live run")
-# While a run builds and runs, the GPU worker sends the tail of its build and engine logs this
-# often (when it grew; the last 64 KB); the run page shows it live.
-BENCH_LOG_INTERVAL_S = env_int("BENCH_LOG_INTERVAL_S", 3, minimum=1)
-# A pool whose workers (their own heartbeat, every BENCH_HEARTBEAT_INTERVAL_S) were all silent
-# this long is not served: a trigger on it needs a confirmation (the API's "force": true).
-BENCH_WORKER_SEEN_TIMEOUT_S = env_int("BENCH_WORKER_SEEN_TIMEOUT_S", 90, minimum=1)
-BENCH_REAPER_INTERVAL_S = env_int("BENCH_REAPER_INTERVAL_S", 60, minimum=1)
-BENCH_REAPER_REQUEUE = env_bool("BENCH_REAPER_REQUEUE", False)
-# A QUEUED run older than this whose message is in no queue (a broker restarted without its
-# data) is sent again by the reaper; the claim is conditional, so a duplicate is harmless.
-BENCH_REQUEUE_LOST_AFTER_S = env_int("BENCH_REQUEUE_LOST_AFTER_S", 600, minimum=1)
-# A GPU worker waits this long for its claim's answer, then retries the run after half of it.
-BENCH_CLAIM_TIMEOUT_S = env_int("BENCH_CLAIM_TIMEOUT_S", 60, minimum=1)
-# Web-queue messages that meet an unreachable database are retried, the wait doubling up to this.
-BENCH_DB_RETRY_BACKOFF_MAX_S = env_int("BENCH_DB_RETRY_BACKOFF_MAX_S", 30, minimum=1)
-# How long the GPU worker keeps retrying a result while the broker is unreachable.
-BENCH_RESULT_SEND_TIMEOUT_S = env_int("BENCH_RESULT_SEND_TIMEOUT_S", 3600, minimum=1)
-# Between SIGTERM and SIGKILL for an engine left behind by a killed worker (stopped at its next start).
-BENCH_ORPHAN_GRACE_S = env_int("BENCH_ORPHAN_GRACE_S", 10, minimum=0)
-# Where the GPU worker keeps engine logs and probe files before sending them back.
-BENCH_WORK_DIR = Path(env_str("BENCH_WORK_DIR", str(VAR_DIR / "work")))
-# Extra probe modules (comma-separated import paths), loaded by the web side and the GPU workers
-# alike: their probes run in every job they apply to, their metrics join contract.METRICS.
-BENCH_PROBE_MODULES = env_list("BENCH_PROBE_MODULES", [])
-# The demo benchmark's model: generated locally by `python -m runners tiny-model`.
-BENCH_TINY_MODEL_DIR = Path(env_str("BENCH_TINY_MODEL_DIR", str(VAR_DIR / "tiny-model")))
-# file:// engine repositories (tests): the web side's bisection mirrors, as on GPU workers.
-BENCH_ALLOW_FILE_REPOS = env_bool("BENCH_ALLOW_FILE_REPOS", False)
+# The life cycle between the web side and the GPU workers (benchsite/config/workers.py).
+BENCH_HEARTBEAT_INTERVAL_S = _workers.heartbeat_interval_s
+BENCH_HEARTBEAT_TIMEOUT_S = _workers.heartbeat_timeout_s
+BENCH_LOG_INTERVAL_S = _workers.log_interval_s
+BENCH_WORKER_SEEN_TIMEOUT_S = _workers.worker_seen_timeout_s
+BENCH_REAPER_INTERVAL_S = _workers.reaper_interval_s
+BENCH_REAPER_REQUEUE = _workers.reaper_requeue
+BENCH_REQUEUE_LOST_AFTER_S = _workers.requeue_lost_after_s
+BENCH_CLAIM_TIMEOUT_S = _workers.claim_timeout_s
+BENCH_RESULT_SEND_TIMEOUT_S = _workers.result_send_timeout_s
+BENCH_ORPHAN_GRACE_S = _workers.orphan_grace_s
+# Web-queue messages that meet an unreachable database are retried by this policy (lifecycle/tasks.py,
+# at import); the name below only mirrors its cap.
+BENCH_DB_RETRY = _config.database.retry
+BENCH_DB_RETRY_BACKOFF_MAX_S = _config.database.retry_backoff_max_s
+# The runners' variables that the web side reads too (runners/config.py reads them).
+BENCH_WORK_DIR = _shared.work_dir
+BENCH_PROBE_MODULES = _shared.probe_modules
+BENCH_ALLOW_FILE_REPOS = _shared.allow_file_repos
+BENCH_TINY_MODEL_DIR = _config.tiny_model_dir
 
 # --- Regression verdicts, confirmations, alerts and host health (benchsite.regressions) -----
-# Baseline runs a verdict needs before it says more than "not enough data", and the most it uses.
-BENCH_VERDICT_MIN_HISTORY = env_int("BENCH_VERDICT_MIN_HISTORY", 3, minimum=2)
-BENCH_VERDICT_MAX_HISTORY = env_int("BENCH_VERDICT_MAX_HISTORY", 20, minimum=2)
-# Re-run a regression's commit once and alert only when the re-run agrees.
-BENCH_CONFIRM_REGRESSIONS = env_bool("BENCH_CONFIRM_REGRESSIONS", True)
-# A host of the pool is a place for a confirmation re-run when it finished a run this many hours ago.
-BENCH_CONFIRM_HOST_SEEN_H = env_int("BENCH_CONFIRM_HOST_SEEN_H", 24, minimum=1)
-# HMAC-SHA256 key of the outgoing alert webhook (X-Bench-Signature: sha256=HEX) when a
-# subscription has none of its own.
-BENCH_ALERT_SECRET = env_str("BENCH_ALERT_SECRET", "")
-BENCH_ALERT_MAX_RETRIES = env_int("BENCH_ALERT_MAX_RETRIES", 5)
-# Backoff: base, then twice as long before each further retry.
-BENCH_ALERT_RETRY_BASE_MS = env_int("BENCH_ALERT_RETRY_BASE_MS", 30_000, minimum=1)
-BENCH_ALERT_TIMEOUT_S = env_int("BENCH_ALERT_TIMEOUT_S", 10, minimum=1)
-# The sender of alert emails; empty: Django's DEFAULT_FROM_EMAIL.
-BENCH_ALERT_FROM_EMAIL = env_str("BENCH_ALERT_FROM_EMAIL", "")
-# A host whose allreduce latency moved more than this (0.25 = 25%) from the median of its own
-# latest BENCH_COMM_HEALTH_HISTORY checks (3 needed) is flagged.
-BENCH_COMM_HEALTH_DRIFT = env_fraction("BENCH_COMM_HEALTH_DRIFT", 0.25)
-BENCH_COMM_HEALTH_HISTORY = env_int("BENCH_COMM_HEALTH_HISTORY", 10, minimum=3)
+_regressions, _alerts = _config.regressions, _config.alerts
+BENCH_VERDICT_MIN_HISTORY = _regressions.verdict_min_history
+BENCH_VERDICT_MAX_HISTORY = _regressions.verdict_max_history
+BENCH_CONFIRM_REGRESSIONS = _regressions.confirm_regressions
+BENCH_CONFIRM_HOST_SEEN_H = _regressions.confirm_host_seen_h
+BENCH_CONFIRM_MAX_RUNS = _regressions.confirm_max_runs
+BENCH_COMM_HEALTH_DRIFT = _regressions.comm_health_drift
+BENCH_COMM_HEALTH_HISTORY = _regressions.comm_health_history
+BENCH_ALERT_SECRET = _alerts.secret
+BENCH_ALERT_FROM_EMAIL = _alerts.from_email
+BENCH_ALERT_TIMEOUT_S = _alerts.timeout_s
+# The alerts' retry policy, which regressions/tasks.py reads; the two names below only mirror it.
+BENCH_ALERT_RETRY = _alerts.retry
+BENCH_ALERT_MAX_RETRIES = _alerts.max_retries
+BENCH_ALERT_RETRY_BASE_MS = _alerts.retry_base_ms
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("BENCH_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": _web.log_level},
     "loggers": {"httpx": {"level": "WARNING"}},  # one line per health poll otherwise
 }
 
 # --- Webhooks, the JSON API and commit statuses (benchsite.integrations) ------------------------
-# The dashboard's address as users reach it: commit statuses link to run pages there.
-BENCH_PUBLIC_URL = env_str("BENCH_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
-# GitHub's REST API; https://HOST/api/v3 for GitHub Enterprise Server.
-BENCH_GITHUB_API_URL = env_str("BENCH_GITHUB_API_URL", "https://api.github.com").rstrip("/")
-# Repositories on these hosts get commit statuses through that API.
-BENCH_GITHUB_HOSTS = env_list("BENCH_GITHUB_HOSTS", ["github.com"])
-# A token allowed to write commit statuses; empty: no statuses are reported.
-BENCH_GITHUB_TOKEN = env_str("BENCH_GITHUB_TOKEN", "")
-BENCH_STATUS_CONTEXT = env_str("BENCH_STATUS_CONTEXT", "decode-bench")
-# Pull-request checks as a GitHub App (check runs need one): its id and private key (PEM text, or
-# @path to a file), and the secret of the App's own webhook (check_run deliveries). Without an App,
-# BENCH_GITHUB_TOKEN gives a commit status on the PR's head plus one PR comment.
-BENCH_GITHUB_APP_ID = env_str("BENCH_GITHUB_APP_ID", "")
-BENCH_GITHUB_APP_PRIVATE_KEY = env_str("BENCH_GITHUB_APP_PRIVATE_KEY", "")
-BENCH_GITHUB_APP_WEBHOOK_SECRET = env_str("BENCH_GITHUB_APP_WEBHOOK_SECRET", "")
-# GitLab merge requests: a commit status and one note, with this token, at this API.
-BENCH_GITLAB_TOKEN = env_str("BENCH_GITLAB_TOKEN", "")
-BENCH_GITLAB_API_URL = env_str("BENCH_GITLAB_API_URL", "https://gitlab.com/api/v4").rstrip("/")
-BENCH_STATUS_MAX_RETRIES = env_int("BENCH_STATUS_MAX_RETRIES", 5)
-# Backoff: base, then twice as long before each further retry (30 s, 60 s, 120 s...).
-BENCH_STATUS_RETRY_BASE_MS = env_int("BENCH_STATUS_RETRY_BASE_MS", 30_000, minimum=1)
-BENCH_STATUS_TIMEOUT_S = env_int("BENCH_STATUS_TIMEOUT_S", 10, minimum=1)
-# Rate limits (benchsite/integrations/ratelimit.py, counters in CACHES): JSON API requests per token
-# (per address without one), and unverified webhook deliveries per source address. A valid
-# signed delivery is never limited.
-BENCH_API_REQUESTS_PER_MIN = env_int("BENCH_API_REQUESTS_PER_MIN", 120, minimum=1)
-BENCH_WEBHOOK_REFUSED_PER_MIN = env_int("BENCH_WEBHOOK_REFUSED_PER_MIN", 20, minimum=1)
-# Counters shared by every web process: Redis when BENCH_CACHE_URL is set, else per process.
-_cache_url = env_str("BENCH_CACHE_URL", "")
-CACHES = {"default": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}
-                      if _cache_url else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}
+_github, _statuses = _config.github, _config.statuses
+BENCH_PUBLIC_URL = _web.public_url
+BENCH_GITHUB_API_URL = _github.api_url
+BENCH_GITHUB_HOSTS = _github.hosts
+BENCH_GITHUB_TOKEN = _github.token
+BENCH_GITHUB_APP_ID = _github.app_id
+BENCH_GITHUB_APP_PRIVATE_KEY = _github.app_private_key
+BENCH_GITHUB_APP_WEBHOOK_SECRET = _github.app_webhook_secret
+BENCH_GITLAB_TOKEN = _config.gitlab.token
+BENCH_GITLAB_API_URL = _config.gitlab.api_url
+BENCH_STATUS_CONTEXT = _statuses.context
+BENCH_STATUS_TIMEOUT_S = _statuses.timeout_s
+# The forges' retry policy, which the integrations' tasks read; the two names below only mirror it.
+BENCH_STATUS_RETRY = _statuses.retry
+BENCH_STATUS_MAX_RETRIES = _statuses.max_retries
+BENCH_STATUS_RETRY_BASE_MS = _statuses.retry_base_ms
+# Rate limits (benchsite/integrations/ratelimit.py, counters in CACHES).
+BENCH_API_REQUESTS_PER_MIN = _web.api_requests_per_min
+BENCH_WEBHOOK_REFUSED_PER_MIN = _web.webhook_refused_per_min
+CACHES = {"default": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _web.cache_url}
+                      if _web.cache_url else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}
 
 # --- Prometheus metrics (benchsite.metrics, docs/operations.md "Metrics") --------------------
-# GET /metrics answers a bearer token or an address in these networks; with neither set, 404.
-BENCH_METRICS_TOKEN = env_str("BENCH_METRICS_TOKEN", "")
-BENCH_METRICS_ALLOW = env_networks("BENCH_METRICS_ALLOW")
-# prometheus_client's own variable, read by it when a process starts: each process writes its
-# counters there and a scrape adds up the folder's files (benchsite/metrics/exposition.py).
-PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
-if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_dir():
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR={PROMETHEUS_MULTIPROC_DIR!r} is not a folder: create it "
-                               "(empty) before the web and its workers start (docs/operations.md \"Metrics\")")
+BENCH_METRICS_TOKEN = _config.metrics.token
+BENCH_METRICS_ALLOW = _config.metrics.allow
+# prometheus_client reads the variable itself when a process starts; checked above.
+PROMETHEUS_MULTIPROC_DIR = _config.metrics.multiproc_dir
 # Prometheus may scrape gunicorn directly inside the network, over plain HTTP.
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]

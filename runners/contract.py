@@ -8,18 +8,25 @@ form stays plain JSON and every message says which `schema` it follows.
     result = JobResult.from_dict(data)  # ContractError says what is wrong, field by field
     METRICS[DECODE_TOK_S].direction     # "higher"
 
+The job spec's every shape is made here ("the job spec's shapes" below): the template a run is
+kept with (spec_template, template_like), its key and settings digest (spec_key,
+settings_digest: what counts as a setting is decided here), and the spec it is sent (spec_sent).
+
 Versions: SCHEMA is what this checkout writes. A message without `schema` comes from a checkout
 older than the field (the same shape, read as is); one from a newer schema is refused with the
 reason, never half read. Adding an optional field keeps the schema; renaming or changing the
-meaning of one raises it.
+meaning of one raises it, with the step that turns an older message into today's
+(upgrade_message). An older worker's task arguments are read by upgrade().
 """
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Literal
 
 SCHEMA = 1
@@ -57,35 +64,11 @@ WEIGHT_BYTES_PER_GPU = "weight_bytes_per_gpu"
 KV_BYTES_PER_TOKEN = "kv_bytes_per_token"
 LAUNCH_GAP_MS = "launch_gap_ms"
 
-# The one registry: every metric a job or the service's comparisons may store.
-METRICS: dict[str, Metric] = {
-    m.name: m
-    for m in (
-        Metric(DECODE_TOK_S, "tok/s", "higher", "decode throughput"),
-        # At concurrency N: the lowest clean stream, and all streams' tokens over the repeat's span.
-        Metric(SLOWEST_STREAM_TOK_S, "tok/s", "higher", "slowest stream's decode throughput"),
-        Metric(AGGREGATE_TOK_S, "tok/s", "higher", "aggregate decode throughput (all streams)"),
-        Metric(TTFT_MS, "ms", "lower", "time to first token"),
-        Metric(ITL_MS_P50, "ms", "lower", "inter-token latency p50"),
-        Metric(ITL_MS_P90, "ms", "lower", "inter-token latency p90"),
-        Metric(ITL_MS_P99, "ms", "lower", "inter-token latency p99"),
-        Metric(CORRECT, "", "higher", "output correct (1 = yes)"),
-        Metric(ALLREDUCE_SHARE, "", "lower", "allreduce share of a decode step"),
-        Metric(ALLREDUCE_CALLS_PER_STEP, "", "lower", "allreduce calls per decode step"),
-        Metric(ALLREDUCE_US_PER_CALL, "us", "lower", "allreduce time per call"),
-        Metric(ALLREDUCE_SHARE_ANALYTIC, "", "lower", "allreduce share (analytic, comm probe)"),
-        Metric(CEILING_TOK_S, "tok/s", "higher", "decode tok/s if allreduce were free"),
-        Metric(COMM_US_PER_CALL, "us", "lower", "allreduce latency (comm probe)"),
-        Metric(AB_ALLREDUCE_MS_DELTA, "ms", "lower", "A/B allreduce ms per token vs neighbour"),
-        # The memory-bandwidth floor of a decode step: weights each GPU reads per token over the
-        # bandwidth a copy benchmark measured on the worker.
-        Metric(MEM_BANDWIDTH_GB_S, "GB/s", "none", "device memory bandwidth (copy benchmark)"),
-        Metric(WEIGHT_BYTES_PER_GPU, "B", "none", "weight bytes each GPU reads per token"),
-        # ... plus, at a workload point, every stream's KV cache: bytes per token of context.
-        Metric(KV_BYTES_PER_TOKEN, "B", "none", "KV-cache bytes each GPU reads per token of context"),
-        Metric(LAUNCH_GAP_MS, "ms", "lower", "launch gaps per decode step (device idle between kernels)"),
-    )
-}
+# Every metric a job or the service's comparisons may store. Each probe declares the metrics it
+# makes (name, unit, direction, label) in its own module, and runners.probes.registry adds them
+# here when the probe registers, on the GPU worker and on the web side; the names above are
+# those the service itself refers to (pages, comparisons, judgements).
+METRICS: dict[str, Metric] = {}
 
 
 def declare_metric(metric: Metric) -> Metric:
@@ -157,8 +140,11 @@ def measurement(name: str, value, *, samples=(), ci=None, details=None) -> dict:
 
 GREEDY_ARTIFACT = "greedy.json"  # the correctness probe's output, judged by the service
 BUILD_LOG_ARTIFACT = "build.log"
-ARTIFACT_KIND_CHOICES = (("server_log", "Server Log"), ("build_log", "Build Log"),
-                         ("profiler_trace", "Profiler Trace"), ("probe_json", "Probe Json"))
+# The kinds of artifact a job leaves: the one list (storage, retention and the runner read it here).
+SERVER_LOG, BUILD_LOG, PROFILER_TRACE, PROBE_JSON = "server_log", "build_log", "profiler_trace", "probe_json"
+ARTIFACT_KIND_CHOICES = ((SERVER_LOG, "Server Log"), (BUILD_LOG, "Build Log"),
+                         (PROFILER_TRACE, "Profiler Trace"), (PROBE_JSON, "Probe Json"))
+TEXT_ARTIFACT_KINDS = (SERVER_LOG, BUILD_LOG, PROBE_JSON)
 ARTIFACT_KINDS = tuple(value for value, _ in ARTIFACT_KIND_CHOICES)
 
 # --------------------------------------------------------------------------- failures and builds
@@ -171,12 +157,54 @@ BUILD_PATH_CHOICES = (("installed", "installed engine"), ("overlay", "Python ove
 BUILD_PATHS = tuple(value for value, _ in BUILD_PATH_CHOICES)
 MAX_PATCH_BYTES = 1024 * 1024
 
+# --------------------------------------------------------------------------- tasks
+
+# The Celery tasks between the two sides: both take the names from here. A GPU host may run an
+# older or newer checkout than the web side, so a name never changes.
+EXECUTE_RUN = "bench.execute_run"          # web -> gpu.<pool>: run_id, spec, batch
+CLAIM_RUN = "bench.claim_run"              # the rest: gpu -> web
+RECORD_PROGRESS = "bench.record_progress"
+RECORD_RESULT = "bench.record_result"
+RECORD_FAILURE = "bench.record_failure"
+RECORD_WORKER = "bench.record_worker"
+RECORD_HOST_HEALTH = "regressions.record_host_health"
+
+# The arguments of each message a worker sends, in the order it sends them: any worker may send
+# the leading ones positionally and the rest by name; an older worker leaves out trailing ones.
+TASK_PARAMETERS = {
+    CLAIM_RUN: ("run_id", "task_id", "worker_host", "attempt"),
+    RECORD_PROGRESS: ("run_id", "phase", "state", "task_id", "log_tail"),
+    RECORD_RESULT: ("run_id", "result", "task_id"),
+    RECORD_FAILURE: ("run_id", "error", "artifacts", "failure_kind", "build", "task_id"),
+    RECORD_WORKER: ("worker", "pools"),
+}
+POOL_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,39}$"  # a GPU pool's name (queue gpu.<pool>)
+
+
+def upgrade(task: str, args, kwargs) -> dict:
+    """A worker's message for TASK, as any checkout sends it (positional or named arguments, the
+    trailing ones left out by older workers), as today's fields by name; the one place where an
+    older worker's form of the arguments is read (a result's own schema: upgrade_message; an
+    older ladder file's: LadderFile.from_dict). Too many arguments or an unknown name is refused
+    (ContractError)."""
+    names = TASK_PARAMETERS[task]
+    _require(isinstance(args, (list, tuple)) and isinstance(kwargs, Mapping),
+             f"{task}: arguments are not a list and a map")
+    _require(len(args) <= len(names), f"{task}: {len(args)} arguments, at most {len(names)}")
+    named = dict(zip(names, args))
+    for key, value in kwargs.items():
+        _require(key in names, f"{task}: unknown argument {key!r}")
+        _require(key not in named, f"{task}: argument {key!r} given twice")
+        named[key] = value
+    return named
+
+
 # --------------------------------------------------------------------------- probes
 
-# The probes a job may name (runners/probes/registry.py runs them); a probe module loaded through
-# BENCH_PROBE_MODULES adds its name here (declare_probe) on the worker and on the web side.
-BUILTIN_PROBES = ("decode", "correctness", "allreduce", "comm", "share", "membw", "weights")
-PROBE_NAMES: set[str] = set(BUILTIN_PROBES)
+# The probes a job may name: each probe adds its name here when it registers
+# (runners/probes/registry.py: the built-in ones and BENCH_PROBE_MODULES') on the worker and on
+# the web side.
+PROBE_NAMES: set[str] = set()
 
 
 def declare_probe(name: str) -> str:
@@ -218,6 +246,29 @@ def check_schema(data: Mapping, what: str) -> int:
         raise ContractError(f"{what} follows schema {version}, newer than this checkout's {SCHEMA}: "
                             "update this side (the web before its GPU workers)")
     return version
+
+
+# How a message of each schema (a job spec, a result) differs from the next schema's:
+# _SCHEMA_STEPS[n] turns one of schema n into one of n + 1, or refuses it (ContractError naming
+# the field it cannot carry over). Schema 0 is a message without `schema` (a checkout older than
+# the field): the same shape as 1. The fields added since (a spec's workloads, packages and
+# engine merge_base_with; a result's phases, notes, took_effect and host fingerprint; a
+# measurement's point and sample_flags) are optional and read as before when absent, so they
+# kept the schema; renaming a field or changing what one means raises SCHEMA and adds a step.
+def _same_shape(message: dict) -> dict:
+    return message
+
+
+_SCHEMA_STEPS = {0: _same_shape}
+
+
+def upgrade_message(data: Mapping, what: str) -> dict:
+    """DATA (a job spec or a result) of any schema up to SCHEMA as today's shape, each step after
+    its own schema applied; a newer schema, or a field no step can carry over, is refused."""
+    message = dict(data)
+    for version in range(check_schema(data, what), SCHEMA):
+        message = _SCHEMA_STEPS[version](message)
+    return {**message, "schema": SCHEMA}
 
 
 def _require(condition: bool, reason: str) -> None:
@@ -501,7 +552,7 @@ class JobSpec:
     def from_dict(cls, data: dict) -> "JobSpec":
         if not isinstance(data, dict):
             raise SpecError("a job spec is a JSON object")
-        check_schema(data, "the job spec")
+        data = upgrade_message(data, "the job spec")
         known = {f.name for f in fields(cls)} - {"schema"}
         values = {k: v for k, v in data.items() if k in known}
         try:
@@ -530,6 +581,165 @@ class JobSpec:
         return cls.from_dict(spec)
 
 
+# --------------------------------------------------------------------------- the job spec's shapes
+#
+# One job spec, made here in each of its forms; the service reads its database into plain values
+# and calls these (benchsite/bench/lifecycle/jobspec.py), the worker reads what it is sent:
+#
+#   template     what a run of a variant is sent, less what the run holds itself (RunOwn, null in
+#                its place): spec_template, or template_like for another commit of a kept one.
+#                Both validate the whole job (JobSpec), once: the service's edge.
+#   kept spec    a template as the service stores it, one row per spec_key; settings_digest is
+#                what in it can move a figure (runs of other settings are other series).
+#   sent spec    a template filled with its run's own values: spec_sent, in today's shape, not
+#                validated again (nothing in it is new since the template was).
+#   JobSpec      the sent spec read by the worker (JobSpec.from_dict): the worker's edge.
+
+RUN_ENGINE_FIELDS = ("ref", "commit", "merge_base_with")  # the engine values a template leaves to the run
+# What a template holds that cannot move a figure: how many timed repeats (the precision, not the
+# level), how long the engine may take to start, the run's id and the spec's format.
+UNSETTLED_KEYS = ("run_id", "repeats", "startup_timeout_s", "schema")
+ENGINE_SETTINGS = ("kind", "repo")  # of the engine source: not its ref or commit (the series' timeline)
+# What spec_template reads of a benchmark and of a variant (JobSpec.for_variant's keys), and which
+# of them are settings (a change to one starts new series).
+BENCHMARK_FIELDS = (*BENCHMARK_KEYS, "engine_args", "engine_env")
+VARIANT_FIELDS = ("flags", "env")
+BENCHMARK_SETTINGS = tuple(key for key in BENCHMARK_FIELDS if key not in UNSETTLED_KEYS)
+VARIANT_SETTINGS = VARIANT_FIELDS
+
+
+@dataclass(frozen=True)
+class RunOwn:
+    """What a run holds itself, which its template leaves null: its id, the engine's ref (what its
+    trigger asked for, else its commit), the full SHA given at the trigger, the merge base branch,
+    and the patches uploaded with it (patch_entry dicts), which follow the template's."""
+    run_id: int | None = None
+    ref: str = ""
+    commit: str = ""
+    merge_base_with: str = ""
+    patches: tuple = ()
+
+
+def patch_entry(name: str, content: str, sha256: str, origin: str) -> dict:
+    """One patch of a spec as JobSpec.to_dict writes it; ORIGIN: "benchmark", "variant" or "run"."""
+    return {"name": name, "content": content, "sha256": sha256, "origin": origin}
+
+
+def job_engine(source: Mapping | None, run: RunOwn) -> dict:
+    """The engine source RUN is sent, from SOURCE ({"kind", "repo", "default_ref"}; None: the
+    installed engine): the repository at the run's ref, else the default ref, else its commit;
+    with a merge base, the worker resolves that of the ref and the branch."""
+    if source is None or source.get("kind") != "git":
+        return {"kind": "installed"}
+    commit = run.commit if is_full_sha(run.commit) else ""
+    if run.merge_base_with:
+        return {"kind": "git", "repo": source.get("repo", ""), "ref": run.ref, "merge_base_with": run.merge_base_with}
+    return {"kind": "git", "repo": source.get("repo", ""), "ref": run.ref or source.get("default_ref") or commit,
+            "commit": commit}
+
+
+def _engine_kept(engine: dict, run: RunOwn) -> dict:
+    """ENGINE with null where it is RUN's own ref, commit or merge base."""
+    if engine.get("kind") == "git":
+        own = {"ref": run.ref, "commit": run.commit if is_full_sha(run.commit) else "",
+               "merge_base_with": run.merge_base_with}
+        for key in RUN_ENGINE_FIELDS:
+            if own[key] and engine.get(key) == own[key]:
+                engine[key] = None
+    return engine
+
+
+def spec_template(benchmark: Mapping, variant: Mapping, *, source: Mapping | None, run: RunOwn,
+                  repeats: int | None = None, patches=()) -> dict:
+    """What RUN, a run of VARIANT, is sent, less what it holds itself: JobSpec.for_variant's job
+    with the engine of SOURCE (job_engine) and PATCHES (the benchmark's and the variant's), then
+    RUN's own ref, commit, merge base and patches left out. The whole job, RUN's patches with it,
+    is validated here: SpecError when it is not one a worker would run."""
+    job = JobSpec.for_variant(benchmark, variant, repeats=repeats or None, engine=job_engine(source, run),
+                              patches=[*patches, *run.patches])
+    template = job.to_dict()
+    template["patches"] = template["patches"][:len(template["patches"]) - len(run.patches)]
+    template["engine"] = _engine_kept(template["engine"], run)
+    return template
+
+
+def template_like(kept: Mapping, *, default_ref: str, run: RunOwn, repeats: int | None = None) -> dict:
+    """KEPT (another run's template) for RUN, a run of another commit: its settings (all that
+    settings_digest reads) as they were, the engine's ref, commit and merge base RUN's (DEFAULT_REF:
+    the benchmark's now), its repeats REPEATS (None: the kept ones). Validated as spec_template's."""
+    template = copy.deepcopy(dict(kept))
+    engine = template.get("engine") or {}
+    if engine.get("kind") == "git":
+        source = {"kind": "git", "repo": engine["repo"], "default_ref": default_ref}
+        template["engine"] = _engine_kept(job_engine(source, run), run)
+    if repeats is not None:
+        template["repeats"] = repeats
+    JobSpec.from_dict(spec_sent(template, run))
+    return template
+
+
+def spec_sent(template: Mapping, run: RunOwn) -> dict:
+    """The spec RUN is sent: its TEMPLATE with the run's own values put back, in today's shape
+    (spec_shape). Not validated: the template was, when it was made, and the worker validates
+    what it receives."""
+    spec = copy.deepcopy(dict(template))
+    spec["run_id"] = run.run_id
+    engine = spec.get("engine") or {}
+    for key in RUN_ENGINE_FIELDS:
+        if key in engine and engine[key] is None:
+            engine[key] = getattr(run, key)
+    spec["engine"] = engine
+    spec["patches"] = [*(spec.get("patches") or []), *run.patches]
+    return spec_shape(spec)
+
+
+def _in_order(cls, values: Mapping) -> dict:
+    """VALUES as the dataclass CLS's fields, in their order: a missing one its default (None without one)."""
+    def default(f):
+        return f.default_factory() if f.default_factory is not MISSING else None if f.default is MISSING else f.default
+    return {f.name: values[f.name] if f.name in values else default(f) for f in fields(cls)}
+
+
+def spec_shape(spec: Mapping) -> dict:
+    """SPEC, a valid spec of this or an older checkout, as JobSpec.to_dict writes it, without
+    validating it again: its fields in order (none else), the engine source's and each patch's
+    fields all there (a template kept by template_like lacks the ones its engine does not use),
+    the default workload point when it lists none, and today's schema."""
+    shaped = _in_order(JobSpec, spec)
+    shaped["engine"] = _in_order(EngineSourceSpec, shaped["engine"] or {})
+    shaped["patches"] = [_in_order(PatchSpec, patch) for patch in shaped["patches"] or []]
+    if not shaped["workloads"] and isinstance(shaped["max_tokens"], int):
+        shaped["workloads"] = [WorkloadPoint(max_tokens=int(shaped["max_tokens"])).to_dict()]
+    shaped["schema"] = SCHEMA
+    return shaped
+
+
+def canonical_json(spec: Mapping) -> str:
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _sha256_of(value) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def spec_key(template: Mapping) -> str:
+    """What a kept template is found by: the sha256 of its canonical JSON."""
+    return _sha256_of(template)
+
+
+def settings_digest(template: Mapping) -> str:
+    """The sha256 of what in TEMPLATE (a kept spec) can move a figure: the model, prompt, tokens,
+    warm-up, tensor parallelism, engine arguments and environment, workloads (they size the
+    engine), probes (they add engine arguments), packages, the patches' content (their sha256) and
+    the engine's ENGINE_SETTINGS; not its ref or commit (which code runs is the series' timeline)
+    nor UNSETTLED_KEYS. Runs of a benchmark whose settings differ are not one series."""
+    settings = {key: value for key, value in template.items() if key not in UNSETTLED_KEYS}
+    engine = settings.get("engine") or {}
+    settings["engine"] = {key: engine.get(key) for key in ENGINE_SETTINGS}
+    settings["patches"] = [patch.get("sha256") for patch in settings.get("patches") or []]
+    return _sha256_of(settings)
+
+
 # --------------------------------------------------------------------------- the result
 
 # Limits of what one message may carry (a broker message stays small; files travel by reference).
@@ -541,6 +751,12 @@ MAX_INLINE_CHARS = 65_536  # inline content a broker message may carry (small pr
 
 def _drop_none(data: dict) -> dict:
     return {key: value for key, value in data.items() if value is not None}
+
+
+def aligned_flags(samples, flags) -> list | None:
+    """FLAGS when they line up with SAMPLES, one per repeat ('' for a clean one); None when they
+    do not (an older worker sent none): then no repeat is flagged."""
+    return flags if isinstance(flags, list) and len(flags) == len(samples or []) else None
 
 
 @dataclass(frozen=True)
@@ -596,10 +812,7 @@ class Measurement:
     def clean_sample_flags(self) -> list[str]:
         """The probe's flag per repeat ('' clean, else why it stays out of every statistic); flags
         that do not line up with the samples are dropped (an older worker sends none)."""
-        flags = self.sample_flags
-        if not isinstance(flags, list) or len(flags) != len(self.samples):
-            return []
-        return [str(f or "")[:40] for f in flags]
+        return [str(f or "")[:40] for f in aligned_flags(self.samples, self.sample_flags) or []]
 
 
 @dataclass(frozen=True)
@@ -674,6 +887,21 @@ class HostInfo:
             out.update({key: getattr(self, key) for key in HOST_FINGERPRINT_FIELDS})
         return out
 
+    @property
+    def fingerprint(self) -> str:
+        """host_fingerprint of its fields; "" for an older report without them (its host name stands)."""
+        return host_fingerprint(self.to_dict()) if self.has_fingerprint else ""
+
+
+def host_fingerprint(info: Mapping) -> str:
+    """The readable fingerprint of a host's fields: runs with equal fingerprints are comparable machines."""
+    if not info.get("gpu_count"):
+        gpus = "no GPU"
+    else:
+        gpus = f"{info['gpu_count']}x {info.get('gpu_model') or 'unknown GPU'}"
+        gpus += f", driver {info['driver']}" if info.get("driver") else ", driver unknown"
+    return f"{gpus}, {info.get('cpu_model') or 'unknown CPU'}"
+
 
 def _text(value, limit: int) -> str:
     return value[:limit] if isinstance(value, str) else ""
@@ -724,47 +952,135 @@ class BuildInfo:
         return bool(self.to_dict())
 
 
+def _finite_or_none(value) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return value if ok else None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """The engine a job started: seconds until it answered, and the version it reported."""
+    startup_s: float | None = None
+    version: str | None = None
+
+    @classmethod
+    def from_dict(cls, engine) -> "EngineInfo":
+        """Lenient, as the web side always was: a field of the wrong type is read as unset."""
+        engine = engine if isinstance(engine, dict) else {}
+        version = engine.get("version")
+        return cls(startup_s=_finite_or_none(engine.get("startup_s")),
+                   version=version[:100] if isinstance(version, str) else None)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """How long one phase of the job took (runners.job's phase names: "starting engine", "probing decode"...)."""
+    phase: str
+    duration_s: float | None = None  # None: not a number in the message (it counts in no total)
+
+    @classmethod
+    def from_dict(cls, entry: dict) -> "PhaseTime":
+        return cls(phase=_text(entry.get("phase"), 100), duration_s=_finite_or_none(entry.get("duration_s")))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SettingCheck:
+    """Whether one setting took effect, judged from the engine's start-up log (runners.analysis.evidence)."""
+    setting: str
+    asked: str = ""
+    effective: str = ""
+    verdict: str = ""                      # applied, not applied, superseded, no effect, unverified
+    evidence: list = field(default_factory=list)  # the log lines that say so
+    source: str = "variant"                # "variant": asked for; "default": the engine's own, information only
+    why: str = ""
+    flag: bool = False                     # asked for and without effect: the run's figure is not its effect
+
+    @classmethod
+    def from_dict(cls, check: dict) -> "SettingCheck":
+        texts = {key: _text(check.get(key), 2000) for key in ("setting", "asked", "effective", "verdict", "why")}
+        evidence = check.get("evidence")
+        return cls(**texts, evidence=[e for e in evidence if isinstance(e, str)] if isinstance(evidence, list) else [],
+                   source=_text(check.get("source"), 20) or "variant", flag=check.get("flag") is True)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TookEffect:
+    """The took-effect report of a job (runners.analysis.evidence.took_effect): the configuration
+    the engine reported, one check per setting, the settings flagged, and a summary."""
+    effective: dict = field(default_factory=dict)
+    checks: list[SettingCheck] = field(default_factory=list)
+    flagged: bool = False
+    flagged_settings: list[str] = field(default_factory=list)
+    summary: str = ""
+
+    @classmethod
+    def from_dict(cls, report) -> "TookEffect | None":
+        """None when there is no report (no engine log); lenient about its fields, as the web side always was."""
+        if not isinstance(report, dict) or not report:
+            return None
+        checks, flagged = report.get("checks"), report.get("flagged_settings")
+        checks = [SettingCheck.from_dict(c) for c in checks if isinstance(c, dict)] if isinstance(checks, list) else []
+        return cls(effective=report.get("effective") if isinstance(report.get("effective"), dict) else {},
+                   checks=checks, flagged=report.get("flagged") is True,
+                   flagged_settings=[f for f in flagged if isinstance(f, str)] if isinstance(flagged, list) else [],
+                   summary=_text(report.get("summary"), 2000))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
 @dataclass
 class JobResult:
     """What a job gives back. The GPU worker adds `host` and turns artifact paths into stored
     references before the result crosses the broker (`to_dict()`); the web side reads it back
     with `from_dict(data, broker=True)`."""
     run_id: int | None = None
-    engine: dict = field(default_factory=dict)  # {"startup_s", "version"}
+    engine: EngineInfo = field(default_factory=EngineInfo)
     build: BuildInfo | None = None
-    took_effect: dict = field(default_factory=dict)  # runners.analysis.evidence.took_effect
+    took_effect: TookEffect | None = None  # None: no engine log to read it from
     measurements: list[Measurement] = field(default_factory=list)
     artifacts: list[ArtifactRef] = field(default_factory=list)
     host: HostInfo | None = None
-    phases: list[dict] = field(default_factory=list)  # [{"phase", "duration_s"}] in the order they ran
+    phases: list[PhaseTime] = field(default_factory=list)  # in the order they ran
     notes: list[str] = field(default_factory=list)    # what the probes said beside their figures
     schema: int = SCHEMA
 
     @classmethod
     def from_dict(cls, data, *, broker: bool = False) -> "JobResult":
         _require(isinstance(data, dict), "the result is not an object")
-        check_schema(data, "the result")
+        data = upgrade_message(data, "the result")
         measurements = data.get("measurements", [])
         _require(isinstance(measurements, list) and len(measurements) <= MAX_MEASUREMENTS,
                  f"measurements must be a list of at most {MAX_MEASUREMENTS}")
         run_id = data.get("run_id")
         return cls(
             run_id=run_id if isinstance(run_id, int) and not isinstance(run_id, bool) else None,
-            engine=data.get("engine") if isinstance(data.get("engine"), dict) else {},
+            engine=EngineInfo.from_dict(data.get("engine")),
             measurements=[Measurement.from_dict(m, i) for i, m in enumerate(measurements)],
             artifacts=artifacts_from_list(data.get("artifacts", []), broker=broker),
             build=BuildInfo.from_dict(data.get("build") or {}) or None,
             host=HostInfo.from_dict(data["host"]) if data.get("host") else None,
-            took_effect=data.get("took_effect") if isinstance(data.get("took_effect"), dict) else {},
-            phases=[p for p in data.get("phases") or [] if isinstance(p, dict)],
+            took_effect=TookEffect.from_dict(data.get("took_effect")),
+            phases=[PhaseTime.from_dict(p) for p in data.get("phases") or [] if isinstance(p, dict)],
             notes=[n for n in data.get("notes") or [] if isinstance(n, str)],
         )
 
     def to_dict(self) -> dict:
-        out = {"schema": self.schema, "run_id": self.run_id, "engine": self.engine,
-               "build": self.build.to_dict() if self.build is not None else {}, "took_effect": self.took_effect,
+        out = {"schema": self.schema, "run_id": self.run_id, "engine": self.engine.to_dict(),
+               "build": self.build.to_dict() if self.build is not None else {},
+               "took_effect": self.took_effect.to_dict() if self.took_effect is not None else {},
                "measurements": [m.to_dict() for m in self.measurements],
-               "artifacts": [a.to_dict() for a in self.artifacts], "phases": self.phases, "notes": self.notes}
+               "artifacts": [a.to_dict() for a in self.artifacts], "phases": [p.to_dict() for p in self.phases],
+               "notes": self.notes}
         if self.host is not None:
             out["host"] = self.host.to_dict()
         return out
@@ -811,9 +1127,19 @@ class LadderFile:
             _require(isinstance(data.get(key, []), list) and all(isinstance(v, dict) for v in data.get(key, [])),
                      f"the ladder file's {key} is not a list of objects")
         _require(isinstance(data.get("host", {}), dict), "the ladder file's host is not an object")
-        return cls(benchmark=benchmark, variants=data.get("variants", []), host=data.get("host", {}),
-                   runs=data.get("runs", []))
+        host = data.get("host", {})
+        return cls(benchmark=benchmark, variants=data.get("variants", []), host=host,
+                   runs=[_ladder_run(entry, host) for entry in data.get("runs", [])])
 
     def to_dict(self) -> dict:
         return {"format": self.format, "benchmark": self.benchmark, "variants": self.variants, "host": self.host,
                 "runs": self.runs}
+
+
+def _ladder_run(entry: dict, host: dict) -> dict:
+    """A run of a ladder file as today's: an older file's results carry no host of their own, so
+    the file's host is theirs when it has the fingerprint fields."""
+    result = entry.get("result")
+    if not isinstance(result, dict) or result.get("host") or not any(key in host for key in HOST_FINGERPRINT_FIELDS):
+        return entry
+    return {**entry, "result": {**result, "host": host}}

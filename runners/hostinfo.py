@@ -19,6 +19,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from .contract import host_fingerprint
+
 FIELDS = ("gpu_model", "gpu_count", "driver", "cpu_model")  # the fingerprint; the host name is not part of it
 NVIDIA_SMI_TIMEOUT_S = 15
 
@@ -94,13 +96,8 @@ def _software() -> dict:
 
 
 def fingerprint(info: dict) -> str:
-    """The readable fingerprint: runs with equal fingerprints are comparable machines."""
-    if not info.get("gpu_count"):
-        gpus = "no GPU"
-    else:
-        gpus = f"{info['gpu_count']}x {info.get('gpu_model') or 'unknown GPU'}"
-        gpus += f", driver {info['driver']}" if info.get("driver") else ", driver unknown"
-    return f"{gpus}, {info.get('cpu_model') or 'unknown CPU'}"
+    """The readable fingerprint (contract.host_fingerprint): runs with equal fingerprints are comparable machines."""
+    return host_fingerprint(info)
 
 
 def host_queue(pool_queue: str, hostname: str) -> str:

@@ -24,7 +24,8 @@ from .builder.errors import BuildFailure
 from .builder.overlay import overlay_env
 from .builder.prepare import prepare_engine
 from .config import RunnerConfig
-from .contract import BUILD_LOG_ARTIFACT, ArtifactRef, BuildInfo, HostInfo, JobResult, JobSpec, SpecError
+from .contract import (BUILD_LOG, BUILD_LOG_ARTIFACT, SERVER_LOG, ArtifactRef, BuildInfo, EngineInfo, HostInfo,
+                       JobResult, JobSpec, PhaseTime, SpecError, TookEffect)
 from .engine import Engine, EngineSpec
 from .outputs.artifacts import file_artifact, inline_for_file, text_artifact
 from .outputs.livelog import LiveLog
@@ -43,13 +44,15 @@ class JobError(RuntimeError):
 
 
 def _build_log(text: str) -> list[dict]:
-    return [text_artifact("build_log", BUILD_LOG_ARTIFACT, text)] if text else []
+    return [text_artifact(BUILD_LOG, BUILD_LOG_ARTIFACT, text)] if text else []
 
 
 def job_spec(spec: JobSpec | dict) -> JobSpec:
-    """SPEC as the contract's JobSpec; a spec the contract refuses fails the job as a build."""
+    """SPEC as the contract's JobSpec: the worker's one validation of what it is sent (the web side
+    validated it once, when it made it); a spec the contract refuses fails the job as a build."""
     if isinstance(spec, JobSpec):
         return spec
+    load_probe_modules()  # the built-in probes' names, for a library caller that loaded none (once per process)
     try:
         return JobSpec.from_dict(spec)
     except (SpecError, ValueError) as exc:
@@ -77,17 +80,18 @@ def _server_log(engine: Engine | None) -> list[dict]:
     path = engine.log_path if engine is not None else None
     if path is None or not Path(path).exists():
         return []
-    return [file_artifact("server_log", "vllm-serve.log", path)]
+    return [file_artifact(SERVER_LOG, "vllm-serve.log", path)]
 
 
-def _took_effect(engine: Engine | None, spec: JobSpec) -> dict:
+def _took_effect(engine: Engine | None, spec: JobSpec) -> TookEffect | None:
     """Evidence from the engine's own start-up log that each setting of the variant was applied
     (runners.analysis.evidence); read after the timed decode, so it cannot disturb it."""
     path = engine.log_path if engine is not None else None
     if path is None or not Path(path).exists():
-        return {}
-    return took_effect(Path(path).read_text(errors="replace"), engine_args=list(spec.engine_args),
-                       engine_env=dict(spec.engine_env), tensor_parallel_size=int(spec.tensor_parallel_size))
+        return None
+    report = took_effect(Path(path).read_text(errors="replace"), engine_args=list(spec.engine_args),
+                         engine_env=dict(spec.engine_env), tensor_parallel_size=int(spec.tensor_parallel_size))
+    return TookEffect.from_dict(report)
 
 
 def _check_engine_after_probe_error(engine: Engine, settle_s: float = 3.0) -> None:
@@ -126,7 +130,7 @@ class JobDirector:
     def _close_phase(self) -> None:
         now = time.monotonic()
         if self._since is not None:
-            self.phases.append({"phase": self.phase, "duration_s": round(now - self._since, 3)})
+            self.phases.append(PhaseTime(self.phase, round(now - self._since, 3)))
         self._since = now
 
     def prepare(self, *, cache_dir: Path | None, build_config: BuildConfig | None) -> None:
@@ -199,7 +203,7 @@ class JobDirector:
         engine = self.engine
         return JobResult(
             run_id=self.spec.run_id,
-            engine={"startup_s": round(engine.startup_s, 2), "version": getattr(engine, "version", None)},
+            engine=EngineInfo(startup_s=round(engine.startup_s, 2), version=getattr(engine, "version", None)),
             build=BuildInfo.from_dict(self.prepared.info),
             took_effect=_took_effect(engine, self.spec),
             measurements=[m for out in outputs for m in out.measurements],

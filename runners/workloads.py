@@ -17,19 +17,9 @@ from __future__ import annotations
 import re
 
 from runners.contract import JobSpec, SpecError, WorkloadPoint, workload_points
+from runners.flags import flag_value
 
 _KV_LINE = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request:\s*([\d.]+)x")
-
-
-def flag_value(args: list[str], name: str) -> str | None:
-    """The value of flag NAME (`--a-b V`, `--a-b=V`, or vLLM's `--a_b`) in ARGS; the last one wins."""
-    value = None
-    for i, arg in enumerate(args):
-        flag, eq, inline = arg.partition("=")
-        if not flag.startswith("--") or "--" + flag[2:].replace("_", "-") != name:
-            continue
-        value = inline if eq else (args[i + 1] if i + 1 < len(args) else None)
-    return value
 
 
 def _int_flag(args: list[str], name: str) -> int | None:

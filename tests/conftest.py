@@ -49,8 +49,8 @@ def _database_url(settings_dict) -> str:
 def pytest_collection_modifyitems(items):
     """Mark the tests that use a database, so the PostgreSQL pass runs those and not the
     pure-Python ones (`pytest -m database`). The PostgreSQL pass's engine tests (the end-to-end
-    run, minutes) go first, so the workers start them at once and the short tests fill in
-    around them instead of the pass ending on one long tail."""
+    runs, minutes) go first among the transactional tests: pytest-django's order, which comes
+    after this, keeps them behind the tests on a rolled-back database."""
     items.sort(key=lambda item: not (item.get_closest_marker("engine") and item.get_closest_marker("postgres_pass")))
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))

@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from .admin_lists import LargeTableAdmin, MetricListFilter
 from .models import Artifact, Benchmark, Build, EngineSource, Measurement, Patch, Run, Variant
-from .pages import home_cache
+from .domain import home_cache
 
 
 @admin.register(EngineSource)

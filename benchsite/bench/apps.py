@@ -9,20 +9,26 @@ class BenchConfig(AppConfig):
     label = "bench"
     verbose_name = "Decode benchmarks"
 
+    def __init__(self, app_name, app_module):
+        super().__init__(app_name, app_module)
+        # Probe plug-ins, on both sides: the worker runs them, the web side knows their metrics.
+        # Loaded before any app's models are imported (Django makes every app's config first),
+        # since the metrics the probes declare are checked by name at import (regressions' floors);
+        # a module that cannot be imported stops the start here, with its name.
+        from runners.probes.registry import load_probe_modules
+
+        load_probe_modules(settings.BENCH_PROBE_MODULES)
+
     def ready(self):
         # Folders are made when the app starts (web, worker or command), never at settings import.
         for path in runtime_dirs():
             path.mkdir(parents=True, exist_ok=True)
-        # Probe plug-ins, on both sides: the worker runs them, the web side knows their metrics.
-        from runners.probes.registry import load_probe_modules
-
-        load_probe_modules(settings.BENCH_PROBE_MODULES)
         # Writes that change a chart keep its rolled-up series current.
         from .pages import rollup_triggers
 
         rollup_triggers.connect()
         # ... and the home page's cached summaries keyed on their benchmark's version.
-        from .pages import home_cache
+        from .domain import home_cache
 
         home_cache.connect()
 

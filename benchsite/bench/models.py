@@ -12,7 +12,7 @@ from runners import contract
 
 from .lifecycle import outcome as outcome_rules
 
-POOL_VALIDATOR = RegexValidator(r"^[a-z0-9][a-z0-9_-]{0,39}$", "Use lowercase letters, digits, '-' and '_'.")
+POOL_VALIDATOR = RegexValidator(contract.POOL_PATTERN, "Use lowercase letters, digits, '-' and '_'.")
 
 
 def contract_choices(name: str, pairs) -> type[models.TextChoices]:
@@ -105,6 +105,10 @@ class Benchmark(models.Model):
     thresholds = models.JSONField(default=dict, blank=True, help_text=(
         "Explicit thresholds, metric -> relative change, e.g. {\"decode_tok_s\": 0.01}: they win over the rule "
         "from each series' noise (docs/methods/sensitivity.md)."))
+    max_starts_per_side = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(20)], help_text=(
+            "Pull-request checks of this benchmark add engine starts a side while undecided, up to this many "
+            "(1-20); empty: the watch's pull_requests.max_starts_per_side, else max(6, starts_per_side)."))
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -192,11 +196,12 @@ def _check_engine_options(flags, env, flags_field: str, env_field: str) -> None:
 
 class KeptSpec(models.Model):
     """What a job spec takes from the benchmark and the variant, as runs were triggered with it
-    (bench/lifecycle/jobspec.py): stored once per distinct content, keyed by the sha256 of its
-    canonical JSON, and pointed at by every run triggered with it, so a benchmark re-applied
-    later changes neither what those runs are sent again nor what their page shows. A JobSpec
-    dict in which null stands for what the run holds itself (its id, ref, commit, merge base);
-    the run's uploaded patches follow the ones here."""
+    (a template: runners.contract.spec_template, kept by bench/lifecycle/jobspec.py): stored once
+    per distinct content, keyed by contract.spec_key (the sha256 of its canonical JSON), and
+    pointed at by every run triggered with it, so a benchmark re-applied later changes neither
+    what those runs are sent again nor what their page shows. A JobSpec dict in which null stands
+    for what the run holds itself (contract.RunOwn: its id, ref, commit, merge base); the run's
+    uploaded patches follow the ones here. `settings` is contract.settings_digest of the spec."""
 
     sha256 = models.CharField(max_length=64, unique=True)
     spec = models.JSONField()
@@ -489,12 +494,12 @@ class SeriesRollup(models.Model):
 
 
 class HomeVersion(models.Model):
-    """The version of a benchmark's summaries on the home page (bench.pages.home_cache): a new random
+    """The version of a benchmark's summaries on the home page (bench.domain.home_cache): a new random
     value on every write that changes them, so that each web process's cached summaries, keyed by
     it, miss at once. A random value rather than a counter: a version is never used twice, even
     after a rolled-back transaction or a restored backup. No database constraint on the benchmark:
     a run deleted with its benchmark may write its row after the benchmark's cascade collected
-    it (the benchmark's own deletion removes it then, bench.pages.home_cache)."""
+    it (the benchmark's own deletion removes it then, bench.domain.home_cache)."""
     benchmark = models.OneToOneField(Benchmark, on_delete=models.DO_NOTHING, db_constraint=False, primary_key=True,
                                      related_name="home_version")
     version = models.BigIntegerField()

@@ -1,5 +1,6 @@
-"""What a webhook delivery asks for, and the answer it gets: plain values shared by the
-providers' readers (providers.py, pulls/payloads.py) and the handlers (webhooks.py, pulls/)."""
+"""What a webhook delivery asks for, and the answer it gets: plain values shared by the forges'
+readers (github/, gitlab/, forge_payloads.py, pulls/events.py) and the handlers (webhooks.py,
+pulls/)."""
 from dataclasses import dataclass, field
 
 

@@ -1,15 +1,16 @@
 """Staff-only admin: watches, every delivery with our answer, API tokens (hash only), pull
-requests with their comparisons and the record of who asked for what."""
+requests with their comparisons and the record of who asked for what, regression issues."""
 from django.contrib import admin, messages
 
 from . import tokens
+from .issues.models import ForgeIssue
 from .models import ApiToken, RepoWatch, WebhookDelivery
 from .pulls.models import Comparison, PullAction, PullRequest, PullRun
 
 
 @admin.register(RepoWatch)
 class RepoWatchAdmin(admin.ModelAdmin):
-    list_display = ["repo_key", "repo_url", "branches", "secret_env", "created_at"]
+    list_display = ["repo_key", "repo_url", "branches", "secret_env", "issues", "created_at"]
     search_fields = ["repo_key", "repo_url"]
     filter_horizontal = ["benchmarks"]
     readonly_fields = ["repo_key", "created_at"]
@@ -119,3 +120,17 @@ class PullActionAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(ForgeIssue)
+class ForgeIssueAdmin(admin.ModelAdmin):
+    """Each confirmed regression's issue on the forge, with what was sent and the last error."""
+
+    list_display = ["change_point", "watch", "number", "state", "attempts", "last_error", "updated_at"]
+    list_filter = ["provider", "state"]
+    search_fields = ["watch__repo_key", "url", "last_error"]
+    list_select_related = ["change_point", "watch"]
+    readonly_fields = [f.name for f in ForgeIssue._meta.get_fields() if f.concrete]
+
+    def has_add_permission(self, request):
+        return False  # opened by the service for confirmed regressions

@@ -7,7 +7,7 @@ from benchsite.bench.lifecycle import outcome
 from benchsite.bench.models import Benchmark, EngineSource, Run, Variant
 from runners import contract
 
-from . import repos
+from benchsite.bench.domain import repos
 
 _COMMIT_PREFIX = re.compile(r"^[0-9a-f]{4,64}$")
 _POINT_ID = re.compile(r"^c\d{1,4}-p\d{1,8}-m\d{1,8}(-r[0-9.e+-]{1,24})?$")  # runners.contract.WorkloadPoint.id

@@ -6,8 +6,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from benchsite.bench.domain.repos import RepoURLError, repo_key, repo_name
+
 from .pulls.settings import PullSettings, pull_settings
-from .repos import RepoURLError, branch_matches, repo_key
+from .repos import branch_matches
 
 ENV_NAME_VALIDATOR = RegexValidator(r"^[A-Z_][A-Z0-9_]{0,99}$", "An environment variable name: A-Z, 0-9 and '_'.")
 MAX_BRANCH_PATTERNS = 50
@@ -27,9 +29,12 @@ class RepoWatch(models.Model):
     benchmarks = models.ManyToManyField("bench.Benchmark", related_name="watches")
     secret_env = models.CharField(max_length=100, validators=[ENV_NAME_VALIDATOR],
                                   help_text="Name of the environment variable holding the webhook secret.")
+    issues = models.BooleanField(default=False, help_text="Open a forge issue for each confirmed regression "
+                                 "of its benchmarks (docs/forge-issues.md).")
     pull_requests = models.JSONField(
         default=dict, blank=True,
-        help_text='Pull-request checks: {"drafts": false, "label": null, "starts_per_side": 2, "comment": false}; '
+        help_text='Pull-request checks: {"drafts": false, "label": null, "starts_per_side": 2, "max_starts_per_side": null, '
+                  '"comment": false}; '
                   'false turns them off.')
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -38,6 +43,14 @@ class RepoWatch(models.Model):
 
     def __str__(self):
         return self.repo_key
+
+    @property
+    def repo_name(self) -> str:
+        """The key as the owner's URL spells it, for pages: lookups go by the lowercase key."""
+        try:
+            return repo_name(self.repo_url)
+        except RepoURLError:
+            return self.repo_key
 
     def clean(self):
         try:
@@ -48,6 +61,11 @@ class RepoWatch(models.Model):
             self.repo_key = repo_key(self.repo_url)
         except RepoURLError as exc:
             raise ValidationError({"repo_url": str(exc)}) from None
+        from .issues.forge import issues_refusal  # here: the forges' code imports these models
+
+        refusal = issues_refusal(self.repo_key) if self.issues else ""
+        if refusal:  # the admin refuses what bench_apply refuses
+            raise ValidationError({"issues": refusal})
         if not isinstance(self.branches, list) or not self.branches or len(self.branches) > MAX_BRANCH_PATTERNS:
             raise ValidationError({"branches": f"a list of 1 to {MAX_BRANCH_PATTERNS} branch patterns"})
         bad = [p for p in self.branches if not isinstance(p, str) or not _PATTERN.match(p)]
@@ -125,4 +143,5 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}…){' revoked' if self.revoked else ''}"
 
 
-from .pulls.models import Comparison, PullAction, PullRequest, PullRun  # noqa: E402,F401  (the app's models)
+from .issues.models import ForgeIssue  # noqa: E402,F401  (the app's models)
+from .pulls.models import Comparison, PullAction, PullRequest, PullRun  # noqa: E402,F401

@@ -8,7 +8,8 @@ _WHEN = {"type": ["string", "null"], "format": "date-time"}
 
 _ROW = {
     "type": "object",
-    "description": "one variant of a comparison: base and head of its metric, and head/base - 1 with its 95% interval",
+    "description": "one variant of a comparison: base and head of its metric, and head/base - 1 with its interval "
+                   "(at `level`)",
     "properties": {
         "variant": {"type": "string"}, "outcome": {"type": "string"}, "metric": {"type": "string"},
         "unit": {"type": "string"}, "base": _NUMBER, "head": _NUMBER,
@@ -18,20 +19,31 @@ _ROW = {
         "share_head": _NUMBER, "took_effect": {"type": "string"},
         "base_runs": {"type": "array", "items": {"type": "integer"}},
         "head_runs": {"type": "array", "items": {"type": "integer"}}, "note": {"type": "string"},
+        "starts": {"type": "object", "description": "engine starts each side used for this row",
+                   "properties": {"base": {"type": "integer"}, "head": {"type": "integer"}}},
+        "level": {**_NUMBER, "description": "the intervals' two-sided level: Pocock's per-look level for the check's "
+                  "looks, 0.99 over all of them (0.99 for a single look)"},
+        "decided": {"type": "boolean", "description": "false: another start a side could still settle it"},
+        "visible_at_cap": {**_NUMBER, "description": "when the change is smaller than what the check can see with "
+                           "its most starts a side: the smallest change it finds 19 times in 20 then; else null"},
         "metrics": {"type": "array", "items": {"type": "object"}, "description": "every judged metric's change: "
-                    "metric, unit, base, head, effect, ci_low, ci_high, threshold, word, evidence, and noise "
-                    "({relative, starts}: the series' noise pooled into the interval, or null)"},
+                    "metric, unit, base, head, effect, ci_low, ci_high, threshold, word, evidence, noise "
+                    "({relative, starts}: the series' noise pooled into the interval, or null), decided, and "
+                    "spread (the standard deviation of one start's logarithm the interval used)"},
     },
 }
 _RUN_REF = {
-    "type": "object", "required": ["id", "role", "variant", "state", "url"],
+    "type": "object", "required": ["id", "role", "variant", "state", "round", "url"],
     "properties": {"id": {"type": "integer"}, "role": {"enum": ["head", "base"]}, "variant": {"type": "string"},
-                   "state": {"type": "string"}, "url": {"type": "string", "format": "uri"}},
+                   "state": {"type": "string"},
+                   "round": {"type": "integer", "description": "the engine start of its side it was (1, 2, ...)"},
+                   "url": {"type": "string", "format": "uri"}},
 }
 _COMPARISON = {
     "type": "object",
     "required": ["benchmark", "head_sha", "merge_base", "state", "outcome", "summary", "table", "host", "created_at",
-                 "finished_at", "runs"],
+                 "finished_at", "starts_per_side", "max_starts_per_side", "starts_used", "accepted_by", "accepted_at",
+                 "runs"],
     "properties": {
         "benchmark": {"type": "string"}, "head_sha": {"type": "string"},
         "merge_base": {"type": "string", "description": "what the base runs measured; \"\" until the worker resolves it"},
@@ -40,6 +52,14 @@ _COMPARISON = {
         "outcome": {"enum": _WORDS, "description": "pending until done (never a pass); a cancelled one: not_judged"},
         "summary": {"type": "string"}, "table": {"type": "array", "items": {"$ref": "#/components/schemas/PullRow"}},
         "host": {"type": "string"}, "created_at": _WHEN, "finished_at": _WHEN,
+        "starts_per_side": {"type": "integer", "description": "engine starts a side it began with"},
+        "max_starts_per_side": {"type": "integer", "description": "the most starts a side it may add up to while "
+                                "its result is undecided (docs/methods/sensitivity.md, adaptive starts)"},
+        "starts_used": {"type": "object", "required": ["base", "head"], "description": "engine starts a side "
+                        "queued so far", "properties": {"base": {"type": "integer"}, "head": {"type": "integer"}}},
+        "accepted_by": {"type": ["string", "null"], "description": "who marked its slowdown as intended with the "
+                        "check run's Accept (its check then concludes neutral); null when nobody did"},
+        "accepted_at": _WHEN,
         "runs": {"type": "array", "items": {"$ref": "#/components/schemas/PullRunRef"}},
     },
 }
@@ -50,7 +70,7 @@ _EARLIER = {
 }
 _ACTION = {
     "type": "object", "required": ["kind", "actor", "association", "accepted", "detail", "head_sha", "at"],
-    "properties": {"kind": {"type": "string", "description": "label, /bench, rerequested, ..."},
+    "properties": {"kind": {"type": "string", "description": "label, /bench, rerequested, Add starts, Accept, ..."},
                    "actor": {"type": "string"}, "association": {"type": "string"}, "accepted": {"type": "boolean"},
                    "detail": {"type": "string", "description": "why it was refused, or what it started"},
                    "head_sha": {"type": "string"}, "at": _WHEN},

@@ -175,8 +175,11 @@ def _comparison_json(c: Comparison, runs: list[PullRun], *, base_url: str) -> di
     return {"benchmark": c.benchmark.slug, "head_sha": c.head_sha, "merge_base": c.merge_base, "state": c.state,
             "outcome": pull_selectors.comparison_word(c), "summary": c.summary, "table": c.table, "host": c.host,
             "created_at": _when(c.created_at), "finished_at": _when(c.finished_at),
+            "starts_per_side": c.starts_per_side, "max_starts_per_side": c.max_starts_per_side,
+            "accepted_by": c.accepted_by or None, "accepted_at": _when(c.accepted_at),
+            "starts_used": {role: len({p.round for p in runs if p.role == role}) for role in ("base", "head")},
             "runs": [{"id": p.run_id, "role": p.role, "variant": p.run.variant.name, "state": p.run.state,
-                      "url": f"{run_url}{p.run_id}/"} for p in runs]}
+                      "round": p.round, "url": f"{run_url}{p.run_id}/"} for p in runs]}
 
 
 def pull_json(summary: pull_selectors.PullSummary, *, base_url: str) -> dict:

@@ -5,13 +5,13 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from benchsite.bench.pages import permissions
+from benchsite.bench.domain import permissions
 from benchsite.bench.worker import pools
 from benchsite.bench.lifecycle import trigger
 from benchsite.bench.models import Run
 
 from . import api, openapi, ratelimit, selectors, tokens, webhooks
-from .providers import PROVIDERS
+from .forges import forge_for
 from .pulls import selectors as pull_selectors
 from .pulls.page import pull_page_context
 
@@ -39,7 +39,7 @@ def _too_many(detail: str) -> JsonResponse:
 @csrf_exempt
 @require_POST
 def webhook(request, provider):
-    provider = PROVIDERS[provider]
+    provider = forge_for(provider)
     address = request.META.get("REMOTE_ADDR", "")
     # Only deliveries that fail verification count against their address: a valid signed one is
     # never limited (GitHub does not retry a 429). Past the limit, refusals are not stored either.

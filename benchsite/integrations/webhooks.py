@@ -1,9 +1,9 @@
 """Webhook deliveries: verified, deduplicated, their pushes queued as runs, and the older runs
-of a branch superseded. The endpoints are in views.py, the providers' formats in providers.py."""
+of a branch superseded. The endpoints are in views.py, each forge's formats in its folder
+(github/forge.py, gitlab/forge.py), reached through forges.py."""
 import logging
 import os
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from benchsite.bench.lifecycle import cancel, trigger
@@ -11,7 +11,8 @@ from benchsite.bench.models import Run
 from benchsite.metrics.instruments import WEBHOOK_DELIVERIES
 
 from .models import RepoWatch, WebhookDelivery
-from .pulls.payloads import BenchRequest, PullChanged
+from .pulls.check_actions import check_action_handle
+from .pulls.events import BenchRequest, CheckAction, PullChanged
 from .pulls.service import pull_event_handle
 from .actions import Answer, BranchPush, Ignored, Ping, Refused
 
@@ -101,12 +102,9 @@ def _handle(provider, delivery, headers, body, content_type) -> Answer:
 
 
 def _verify(provider, watch: RepoWatch, headers, body: bytes) -> None:
-    """Signed with the repository's secret, or (GitHub) with the GitHub App's webhook secret: the
-    App's own deliveries (check_run) come signed with the latter."""
-    secrets = [os.environ.get(watch.secret_env, "")]
-    if provider.name == "github":
-        secrets.append(settings.BENCH_GITHUB_APP_WEBHOOK_SECRET)
-    secrets = [secret for secret in secrets if secret]
+    """Signed with the repository's secret, or with another the forge accepts (GitHub: its App's
+    webhook secret, which the App's own deliveries come signed with)."""
+    secrets = [secret for secret in provider.webhook_secrets(os.environ.get(watch.secret_env, "")) if secret]
     if not secrets:
         log.error("webhook for %s refused: environment variable %s is not set", watch.repo_key, watch.secret_env)
         raise Refused(403, f"no secret is configured on the server for {watch.repo_key}: refused")
@@ -125,6 +123,8 @@ def _act(watch: RepoWatch, delivery: WebhookDelivery, action) -> Answer:
         return Answer(200, action.reason)
     if isinstance(action, (PullChanged, BenchRequest)):
         return pull_event_handle(watch=watch, delivery=delivery, event=action)
+    if isinstance(action, CheckAction):
+        return check_action_handle(watch=watch, delivery=delivery, event=action)
     if not watch.branch_matches(action.branch):
         return Answer(200, f"branch {action.branch!r} matches no watched pattern {watch.branches}: nothing queued")
     return _queue_push(watch, delivery, action)

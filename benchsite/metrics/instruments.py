@@ -34,7 +34,8 @@ COMMIT_STATUSES = Counter(
     "refused.", ["result"], registry=None)
 ALERTS = Counter(
     "decode_bench_alerts", "Regression alert deliveries (webhook or email), by result: sent, retry (a "
-    "transient failure, to be retried or given up) or failed (refused for good).", ["result"], registry=None)
+    "transient failure, to be retried or given up) or failed (refused for good, or given up after its retries).",
+    ["result"], registry=None)
 
 # Every known result from the start, at 0: an alert on rate() sees the series before the first event.
 for _counter, _label, _values in ((RUNS_REAPED, "action", ("failed", "requeued")),

@@ -14,11 +14,10 @@ def worker_phases(result: JobResult) -> dict[str, float]:
     if result.build is not None and result.build.duration_s is not None:
         seconds["build"] = float(result.build.duration_s)
     for entry in result.phases:
-        name, duration = entry.get("phase"), entry.get("duration_s")
-        if not isinstance(duration, (int, float)) or name == ENGINE_STOP:
+        if entry.duration_s is None or entry.phase == ENGINE_STOP:
             continue
-        key = "engine_start" if name == ENGINE_START else "probes"
-        seconds[key] = seconds.get(key, 0.0) + float(duration)
+        key = "engine_start" if entry.phase == ENGINE_START else "probes"
+        seconds[key] = seconds.get(key, 0.0) + float(entry.duration_s)
     return seconds
 
 

@@ -7,8 +7,9 @@ from .models import Alert, ChangePoint, HostHealth, Subscription, Threshold, Ver
 
 @admin.register(Subscription)
 class SubscriptionAdmin(admin.ModelAdmin):
-    list_display = ("benchmark", "webhook_url", "email", "active")
-    list_filter = ("benchmark", "active")
+    list_display = ("benchmark", "name", "kind", "webhook_url", "email", "active")
+    list_filter = ("benchmark", "kind", "active")
+    fields = ("benchmark", "name", "kind", "webhook_url", "email", "secret", "active")
 
 
 @admin.register(Threshold)

@@ -1,4 +1,5 @@
-"""Alerts: one per change point and subscription, by signed webhook (httpx) or by email.
+"""Alerts: one per change point and subscription, by the subscription's kind: a signed webhook
+(httpx), a Slack-format incoming webhook (chat.slack_body) or an email.
 
 The webhook body is JSON; `X-Bench-Signature: sha256=<hex>` is HMAC-SHA256 of the exact body
 with the subscription's secret (or BENCH_ALERT_SECRET), as GitHub signs its deliveries."""
@@ -17,10 +18,11 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from benchsite.bench.pages.units import change_text, metric_label, metric_text
+from benchsite.bench.domain.units import metric_label
 from runners import contract
 
-from .models import Alert, ChangePoint, Subscription
+from . import chat
+from .models import Alert, ChangePoint, Subscription, Verdict
 
 log = logging.getLogger(__name__)
 DELIVER_TASK = "regressions.deliver_alert"
@@ -44,6 +46,8 @@ def alert_payload(change_point: ChangePoint) -> dict:
         links["previous_run"] = _link("bench:run", cp.previous_run_id)
     if cp.confirm_run_id:
         links["confirm_run"] = _link("bench:run", cp.confirm_run_id)
+    # the interval of the change as the first run after it was judged (none for correctness)
+    verdict = Verdict.objects.filter(run_id=cp.run_id, metric=cp.metric, point=cp.point).first()
     return {
         "event": "incorrect_output" if incorrect else "regression",
         "change_point": cp.id,
@@ -59,17 +63,15 @@ def alert_payload(change_point: ChangePoint) -> dict:
         "before": cp.before,
         "after": cp.after,
         "change": cp.change,
+        "ci_low": verdict.ci_low if verdict else None,
+        "ci_high": verdict.ci_high if verdict else None,
         "confirmed_by_run": cp.confirm_run_id,
         "links": links,
     }
 
 
 def alert_summary(payload: dict) -> str:
-    what = "output became incorrect" if payload["event"] == "incorrect_output" else (
-        f"{metric_label(payload['metric'])} {change_text(payload['change'])} "
-        f"({metric_text(payload['metric'], payload['before'])} -> {metric_text(payload['metric'], payload['after'])})")
-    commits = f"{(payload['previous_commit'] or '?')[:12]}..{(payload['commit'] or '?')[:12]}"
-    return f"[{payload['benchmark']}/{payload['variant']}] {what} at {commits}"
+    return chat.summary(payload)
 
 
 def alerts_queue(*, change_point: ChangePoint) -> list[Alert]:
@@ -106,15 +108,32 @@ def _post_webhook(alert: Alert) -> None:
     body = json.dumps(alert.payload, sort_keys=True).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "decode-bench", "X-Bench-Event": alert.payload["event"],
                "X-Bench-Delivery": str(alert.id), "X-Bench-Signature": sign(body, secret)}
-    url = alert.subscription.webhook_url
+    response = _post(alert.subscription.webhook_url, body, headers)
+    if response.status_code >= 400:
+        raise ValueError(f"{alert.subscription.webhook_url} refused the alert: "
+                         f"HTTP {response.status_code} {response.text[:200]}")
+
+
+def _post_slack(alert: Alert) -> None:
+    """A refusal (4xx: a revoked hook, a bad payload) is retried too, as a chat's hook is often
+    fixed in place; after the retries the alert fails with the answer's text (alert_give_up)."""
+    body = json.dumps(chat.slack_body(alert.payload)).encode()
+    response = _post(alert.subscription.webhook_url, body, {"Content-Type": "application/json",
+                                                              "User-Agent": "decode-bench"})
+    if response.status_code >= 400:
+        raise TransientAlertError(f"{alert.subscription.webhook_url} refused the alert: "
+                                  f"HTTP {response.status_code} {response.text[:500]}")
+
+
+def _post(url: str, body: bytes, headers: dict) -> httpx.Response:
+    """POST; a network error, a 5xx or a 429 is transient. Other answers are the caller's to judge."""
     try:
         response = httpx.post(url, content=body, headers=headers, timeout=settings.BENCH_ALERT_TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise TransientAlertError(f"{url}: {exc}") from exc
     if response.status_code >= 500 or response.status_code == 429:
         raise TransientAlertError(f"{url}: HTTP {response.status_code} {response.text[:200]}")
-    if response.status_code >= 400:
-        raise ValueError(f"{url} refused the alert: HTTP {response.status_code} {response.text[:200]}")
+    return response
 
 
 def _send_email(alert: Alert) -> None:
@@ -127,6 +146,10 @@ def _send_email(alert: Alert) -> None:
         raise TransientAlertError(f"mail to {alert.subscription.email}: {exc}") from exc
 
 
+_SENDERS = {Subscription.Kind.WEBHOOK: _post_webhook, Subscription.Kind.SLACK: _post_slack,
+            Subscription.Kind.EMAIL: _send_email}
+
+
 def alert_deliver(*, alert_id: int) -> bool:
     """Send one alert. True when sent (or already sent); False when refused for good (recorded);
     raises TransientAlertError when a retry may succeed (the attempt is recorded)."""
@@ -135,7 +158,7 @@ def alert_deliver(*, alert_id: int) -> bool:
         return True
     alert.attempts += 1
     try:
-        _post_webhook(alert) if alert.subscription.webhook_url else _send_email(alert)
+        _SENDERS[alert.subscription.kind](alert)
     except TransientAlertError as exc:
         alert.last_error = str(exc)
         alert.save(update_fields=["attempts", "last_error"])
@@ -151,4 +174,6 @@ def alert_deliver(*, alert_id: int) -> bool:
 
 
 def alert_give_up(*, alert_id: int, error: str) -> None:
-    Alert.objects.filter(id=alert_id).update(state=Alert.State.FAILED, last_error=error)
+    alert = Alert.objects.get(id=alert_id)
+    alert.state, alert.last_error = Alert.State.FAILED, error
+    alert.save(update_fields=["state", "last_error"])  # saved, not updated: the metrics count it failed

@@ -9,10 +9,12 @@ class RegressionsConfig(AppConfig):
     def ready(self):
         from benchsite.bench.lifecycle.signals import run_finished
 
-        from . import receivers, retention, tasks  # noqa: F401  (tasks: registers regressions.* with Celery)
+        from . import receivers, retention, subscriptions_section
+        from . import tasks  # noqa: F401  (registers regressions.* with Celery)
 
         run_finished.connect(receivers.judge_when_finished, dispatch_uid="regressions.judge")
         retention.register_rules()  # bench_gc keeps the runs around change points
+        subscriptions_section.register()  # bench_apply applies a file's `subscriptions:` through it
         _schedule_canaries()
 
 

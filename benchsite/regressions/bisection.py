@@ -21,15 +21,16 @@ from benchsite.bench.models import Benchmark, EngineSource, Measurement, Run, Va
 from benchsite.bench.lifecycle.trigger import runs_trigger, TriggerError
 from runners import contract
 
-from . import sensitivity
-from .bisect_search import bounds, next_step
+from .detect import sensitivity
+from .detect.bisect_search import bounds, next_step
+from .detect.judging import relative_interval
+from .detect.tstats import t_quantile
 from .gitrange import RangeError, first_parent_range
-from .judging import relative_interval
 from .models import BisectStep, Bisection, ChangePoint
 from .samples import run_figure
 from .selectors import awaiting_confirmation
+from .signals import change_point_changed
 from .thresholds import bound_for
-from .tstats import t_quantile
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,8 @@ def bisection_start(*, benchmark: Benchmark, variant: Variant, good: str, bad: s
 def _finish(bisection: Bisection, state: str, message: str, first_bad: str = "") -> None:
     bisection.state, bisection.message, bisection.first_bad = state, message, first_bad
     bisection.save(update_fields=["state", "message", "first_bad"])
+    if bisection.change_point is not None:
+        change_point_changed.send(sender=ChangePoint, change_point=bisection.change_point)
 
 
 def _levels_known(bisection: Bisection) -> bool:

@@ -14,7 +14,7 @@ from benchsite.bench.models import Measurement, Run
 from benchsite.bench.lifecycle.trigger import runs_trigger, TriggerError
 from runners import contract
 
-from . import edivisive
+from .detect import edivisive
 from .models import Canary, CanaryRun, ChangePoint
 from .samples import run_figure
 from .series import same_machine, same_settings, series_key

@@ -8,9 +8,10 @@ from django.utils import timezone
 from benchsite.bench.models import Measurement, Run
 from runners import contract
 
-from . import edivisive, judging
+from .detect import edivisive, judging
 from .models import ChangePoint
 from .outcomes import outcomes_refresh
+from .signals import change_point_changed
 from .series import Point, parent_commit, series_key, series_point, series_points
 from .thresholds import bound_for, judged_metrics
 from .verdicts import baseline_reset
@@ -57,9 +58,10 @@ def changepoint_upsert(*, run: Run, metric: str, points: list[Point], found, poi
             fields.update(run=after_run, previous_run=before_run, commit=after_run.commit,
                           previous_commit=parent_commit(after_run, before_run))
             if reopen:
-                fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None, confirm_attempts=0)
+                fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None, confirm_attempts=0,
+                              confirm_figures=[])
         if second_look:
-            fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None)
+            fields.update(confirmation=ChangePoint.Confirmation.NONE, confirm_run=None, confirm_figures=[])
         ChangePoint.objects.filter(pk=match.pk).update(**fields, updated_at=timezone.now())
         match.refresh_from_db()
         return match, reopen or second_look
@@ -106,4 +108,5 @@ def changepoint_mark(*, change_point: ChangePoint, status: str, user=None) -> Ch
     change_point.marked_at = timezone.now()
     change_point.save(update_fields=["status", "marked_by", "marked_at", "updated_at"])
     outcomes_refresh(run_ids=[change_point.run_id])  # a false alarm no longer counts against its run
+    change_point_changed.send(sender=ChangePoint, change_point=change_point)
     return change_point

@@ -1,5 +1,6 @@
 """Confirm before alerting: a regression's commit is run once more, and the alert goes out only
-if that run lands on the regressed side. A false-alarm rate p becomes about p squared. One re-run
+if that run lands on the regressed side. A false-alarm rate p becomes about p squared. While the
+re-runs cannot tell (judging.confirmation_look), one more, up to BENCH_CONFIRM_MAX_RUNS. One re-run
 per variant and commit: it measures every metric, so every change of that variant there shares it."""
 from __future__ import annotations
 
@@ -10,16 +11,17 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from benchsite.bench.pages.branches import main_line_q
+from benchsite.bench.domain.branches import main_line_q
 from benchsite.bench.models import EngineSource, Measurement, Run
 from benchsite.bench.lifecycle.trigger import runs_trigger, TriggerError
 from runners import contract
 from runners.hostinfo import host_queue
 
-from . import judging
 from .alerts import alerts_queue
+from .detect import judging
 from .models import ChangePoint, Verdict
 from .samples import run_figure
+from .signals import change_point_changed
 from .series import Point, parent_commit, point_measurements, same_machine, series_key, series_points
 from .noise import series_noise
 from .verdicts import unaccepted_change_runs
@@ -31,6 +33,7 @@ def _confirm_directly(cp: ChangePoint) -> None:
     cp.status = ChangePoint.Status.CONFIRMED
     cp.save(update_fields=["status", "confirmation", "confirm_run", "updated_at"])
     alerts_queue(change_point=cp)
+    change_point_changed.send(sender=ChangePoint, change_point=cp)
 
 
 def confirm_host(run: Run, *, now=None) -> str:
@@ -73,33 +76,39 @@ def changepoint_confirm(*, change_point: ChangePoint) -> None:
         return _confirm_directly(cp)
     shared = _shared_confirmation(cp)
     if shared is not None:
-        cp.confirmation, cp.confirm_run = ChangePoint.Confirmation.PENDING, shared
+        cp.confirmation, cp.confirm_run, cp.confirm_figures = ChangePoint.Confirmation.PENDING, shared, []
         cp.confirm_attempts += 1
-        cp.save(update_fields=["confirmation", "confirm_run", "confirm_attempts", "updated_at"])
+        cp.save(update_fields=["confirmation", "confirm_run", "confirm_figures", "confirm_attempts", "updated_at"])
         if shared.is_final:
             _settle(cp, shared)
         return
+    try:
+        rerun = _rerun(cp)
+    except TriggerError as exc:
+        log.warning("change point %s: no confirmation run (%s); alerting without one", cp.id, exc)
+        return _confirm_directly(cp)
+    cp.confirmation, cp.confirm_run, cp.confirm_figures = ChangePoint.Confirmation.PENDING, rerun, []
+    cp.confirm_attempts += 1
+    cp.save(update_fields=["confirmation", "confirm_run", "confirm_figures", "confirm_attempts", "updated_at"])
+
+
+def _rerun(cp: ChangePoint) -> Run:
+    """Queue one re-run of the change's commit, with the settings of the run that showed it."""
     source = cp.benchmark.engine_source
     at_commit = source is not None and source.kind == EngineSource.Kind.GIT and contract.is_full_sha(cp.commit)
     # On another host of the pool when there is one (its own queue): a host's own fault is not
     # confirmed by the same host. Left waiting there BENCH_REQUEUE_LOST_AFTER_S, it is re-sent to
     # the pool (the reaper's lost-message check reads the pool queue), so a dead host delays it only.
     other = confirm_host(cp.run)
-    try:
-        # No 'confirm' trigger kind exists in bench: ChangePoint.confirm_run records why it ran.
-        (rerun,) = runs_trigger(benchmark=cp.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[cp.variant],
-                                commit=cp.commit if at_commit else "", ref=cp.commit if at_commit else "",
-                                queue=host_queue(cp.benchmark.queue, other) if other else "",
-                                repeats=cp.run.repeats,  # as the run that showed the change
-                                priority=Run.Priority.CONFIRM,  # after pushes, before bisections
-                                branch=cp.run.branch,  # its history: the same line
-                                like=cp.run)  # the settings it ran with, whatever bench_apply changed since
-    except TriggerError as exc:
-        log.warning("change point %s: no confirmation run (%s); alerting without one", cp.id, exc)
-        return _confirm_directly(cp)
-    cp.confirmation, cp.confirm_run = ChangePoint.Confirmation.PENDING, rerun
-    cp.confirm_attempts += 1
-    cp.save(update_fields=["confirmation", "confirm_run", "confirm_attempts", "updated_at"])
+    # No 'confirm' trigger kind exists in bench: ChangePoint.confirm_run records why it ran.
+    (rerun,) = runs_trigger(benchmark=cp.benchmark, trigger=Run.Trigger.SCHEDULE, variants=[cp.variant],
+                            commit=cp.commit if at_commit else "", ref=cp.commit if at_commit else "",
+                            queue=host_queue(cp.benchmark.queue, other) if other else "",
+                            repeats=cp.run.repeats,  # as the run that showed the change
+                            priority=Run.Priority.CONFIRM,  # after pushes, before bisections
+                            branch=cp.run.branch,  # its history: the same line
+                            like=cp.run)  # the settings it ran with, whatever bench_apply changed since
+    return rerun
 
 
 def _noise_before(cp: ChangePoint) -> float | None:
@@ -116,27 +125,40 @@ def _noise_before(cp: ChangePoint) -> float | None:
     return judging.robust_noise([p.value for p in points])
 
 
-def _agrees(cp: ChangePoint, run: Run) -> bool:
-    """The re-run lands beyond the level before the change, toward the level after it, by a noise
-    width and a third of the change (judging.confirmation_agrees)."""
+def _figure(cp: ChangePoint, run: Run) -> float | None:
+    """The re-run's figure of the change's metric; None when it failed or its output is wrong."""
     if run.state != Run.State.SUCCEEDED or Measurement.objects.filter(run=run, metric=contract.CORRECT, value=0).exists():
-        return False
+        return None
     measurement = point_measurements(cp.point).filter(run=run, metric=cp.metric).first()
-    figure = run_figure(measurement) if measurement is not None else None
-    return figure is not None and judging.confirmation_agrees(figure=figure, before=cp.before, after=cp.after,
-                                                              noise=_noise_before(cp))
+    return run_figure(measurement) if measurement is not None else None
 
 
 def _settle(cp: ChangePoint, run: Run) -> None:
-    """Judge CP by its confirmation RUN; alert when it agrees."""
-    if _agrees(cp, run):
+    """Look at CP's re-runs so far, RUN the newest: alert when they agree, another re-run while
+    they cannot tell (up to BENCH_CONFIRM_MAX_RUNS), else disagreed. A re-run that measured
+    nothing (failed, wrong output) disagrees: it is no evidence of the change."""
+    figure = _figure(cp, run)
+    if figure is not None:
+        cp.confirm_figures = [*cp.confirm_figures, figure]
+    look = judging.confirmation_look(figures=cp.confirm_figures, before=cp.before, after=cp.after,
+                                     noise=_noise_before(cp)) if figure is not None else judging.DISAGREES
+    if look == judging.UNDECIDED and len(cp.confirm_figures) < settings.BENCH_CONFIRM_MAX_RUNS:
+        try:
+            cp.confirm_run = _shared_confirmation(cp) or _rerun(cp)  # another change's waiting re-run, or one more
+            cp.save(update_fields=["confirm_figures", "confirm_run", "updated_at"])
+            return
+        except TriggerError as exc:
+            log.warning("change point %s: no further confirmation run (%s)", cp.id, exc)
+    if look == judging.AGREES:
         cp.confirmation = ChangePoint.Confirmation.AGREED
         if cp.status == ChangePoint.Status.OPEN:
             cp.status = ChangePoint.Status.CONFIRMED
             alerts_queue(change_point=cp)
     else:
         cp.confirmation = ChangePoint.Confirmation.DISAGREED
-    cp.save(update_fields=["confirmation", "status", "updated_at"])
+    cp.save(update_fields=["confirmation", "confirm_figures", "status", "updated_at"])
+    if cp.status == ChangePoint.Status.CONFIRMED:
+        change_point_changed.send(sender=ChangePoint, change_point=cp)
 
 
 def confirmations_resolve(*, run: Run) -> list[ChangePoint]:

@@ -8,12 +8,13 @@ from django.db import models
 
 from runners import contract
 
-from . import sensitivity
+from .detect import sensitivity
 
 from benchsite.bench.models import Benchmark, Run, Variant
 
 
-def _relative(value):
+def validate_relative(value):
+    """A threshold's relative change lies above 0 and below 1 (the message says why not)."""
     try:
         contract.check_relative(value, "the threshold")
     except contract.ContractError as exc:
@@ -27,7 +28,7 @@ class Threshold(models.Model):
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, null=True, blank=True,
                                   related_name="regression_thresholds")
     metric = models.CharField(max_length=100)
-    relative = models.FloatField(validators=[_relative], help_text="0.03 = 3%; above 0 and below 1")
+    relative = models.FloatField(validators=[validate_relative], help_text="0.03 = 3%; above 0 and below 1")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["benchmark", "metric"], name="threshold_unique")]
@@ -154,6 +155,9 @@ class ChangePoint(models.Model):
     confirm_attempts = models.PositiveSmallIntegerField(
         default=0, help_text="Confirmation runs queued for this change at this commit (a second look after a "
                              "disagreement: judging.SECOND_LOOK_AFTER).")
+    confirm_figures = models.JSONField(default=list, blank=True, help_text=(
+        "The figures of this confirmation's re-runs so far: one more is queued while they cannot tell "
+        "(judging.confirmation_look), up to BENCH_CONFIRM_MAX_RUNS."))
     marked_by = models.CharField(max_length=150, blank=True)
     marked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -167,10 +171,21 @@ class ChangePoint(models.Model):
 
 
 class Subscription(models.Model):
-    """Someone told about a benchmark's confirmed regressions: a webhook URL or an email address."""
+    """Someone told about a benchmark's confirmed regressions: a signed webhook, a Slack-format
+    incoming webhook (Slack, Mattermost, Discord's /slack endpoint) or an email address."""
+
+    class Kind(models.TextChoices):
+        WEBHOOK = "webhook", "signed JSON webhook"
+        EMAIL = "email", "email"
+        SLACK = "slack", "Slack-format incoming webhook"
+
+    URL_KINDS = (Kind.WEBHOOK, Kind.SLACK)
 
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="regression_subscriptions")
-    webhook_url = models.URLField(max_length=500, blank=True)
+    name = models.CharField(max_length=100, blank=True,
+                            help_text="Its name in the benchmarks-as-code file (bench_apply); empty: made in the admin.")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.WEBHOOK)
+    webhook_url = models.URLField(max_length=500, blank=True, help_text="The URL of a webhook or Slack subscription.")
     email = models.EmailField(blank=True)
     secret = models.CharField(max_length=200, blank=True,
                               help_text="HMAC key of this webhook's signature; empty: BENCH_ALERT_SECRET.")
@@ -180,12 +195,22 @@ class Subscription(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=(models.Q(webhook_url="") & ~models.Q(email="")) | (~models.Q(webhook_url="") & models.Q(email="")),
+                condition=(models.Q(kind="email") & models.Q(webhook_url="") & ~models.Q(email=""))
+                | (models.Q(kind__in=["webhook", "slack"]) & ~models.Q(webhook_url="") & models.Q(email="")),
                 name="subscription_one_target"),
+            models.UniqueConstraint(fields=["name", "benchmark"], condition=~models.Q(name=""),
+                                    name="subscription_name_once_per_benchmark"),
         ]
 
     def __str__(self):
-        return f"{self.benchmark}: {self.webhook_url or self.email}"
+        return f"{self.benchmark}: {self.kind} {self.webhook_url or self.email}"
+
+    def clean(self):
+        super().clean()
+        if self.kind == self.Kind.EMAIL and (self.webhook_url or not self.email):
+            raise ValidationError({"email": "An email subscription has an email address and no URL."})
+        if self.kind in self.URL_KINDS and (self.email or not self.webhook_url):
+            raise ValidationError({"webhook_url": f"A {self.kind} subscription has a URL and no email address."})
 
 
 class Alert(models.Model):

@@ -9,7 +9,7 @@ from django.db.models import Exists, OuterRef, Q
 from benchsite.bench.models import Measurement, Run
 from runners import contract
 
-from . import sensitivity
+from .detect import sensitivity
 from .models import SeriesNoise
 from .samples import run_figure
 from .series import point_measurements, same_machine, same_settings, series_key, series_point, series_points

@@ -13,10 +13,10 @@ from django.utils import timezone
 from benchsite.bench.lifecycle import outcome as rules
 from benchsite.bench.models import Run
 from benchsite.bench.lifecycle.signals import outcome_changed
-from benchsite.bench.pages import home_cache
+from benchsite.bench.domain import home_cache
 from runners import contract
 
-from . import judging
+from .detect import judging
 from .models import ChangePoint
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ from functools import partial
 
 from django.db import transaction
 
-from benchsite.bench.pages.branches import on_main_line
+from benchsite.bench.domain.branches import on_main_line
 from benchsite.bench.models import Run
 from runners import contract
 
@@ -17,6 +17,7 @@ from .confirm import (changepoint_confirm, changepoint_from_verdict, changepoint
 from .canary import canary_record
 from .models import BisectStep, CanaryRun, ChangePoint, Verdict
 from .noise import noise_refresh
+from .signals import change_point_changed
 from .verdicts import verdicts_compute
 
 
@@ -47,6 +48,8 @@ def _judge_and_confirm(run: Run, is_confirmation: bool) -> list[ChangePoint]:
             if change_point.status == ChangePoint.Status.CONFIRMED or change_point.confirmation in (
                     ChangePoint.Confirmation.AGREED, ChangePoint.Confirmation.DISAGREED):
                 settled.append(change_point)
+        else:  # an improvement may bring back the level of an earlier regression
+            change_point_changed.send(sender=ChangePoint, change_point=change_point)
     noise_refresh(run=run)  # after judging: a run's own figure never sets the bound it is judged by
     return settled
 

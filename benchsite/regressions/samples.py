@@ -1,9 +1,9 @@
 """One run's figure for the run-to-run history, from its clean samples only: a repeat the decode
 probe flagged (a held-back stream delivered in one burst) is never a sample. Which samples are
-clean is decided in one place, `benchsite.bench.pages.selectors.split_samples`."""
+clean is decided in one place, `benchsite.bench.domain.samples.split_samples`."""
 from statistics import median
 
-from benchsite.bench.pages.selectors import split_samples
+from benchsite.bench.domain.samples import split_samples
 
 
 def run_figure(measurement) -> float | None:

@@ -27,7 +27,7 @@ def second_look_possible(*, run) -> bool:
     """Could a change found at RUN still get its second re-run, although its first disagreed? While
     its series has fewer than judging.SECOND_LOOK_AFTER runs from it on (the detector looks again
     after each: changepoints.changepoint_upsert)."""
-    from .judging import SECOND_LOOK_AFTER
+    from .detect.judging import SECOND_LOOK_AFTER
     from .series import series_points
 
     disagreed = ChangePoint.objects.filter(run=run, status=ChangePoint.Status.OPEN, confirm_attempts=1,

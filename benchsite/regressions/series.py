@@ -1,8 +1,8 @@
 """Reads of a run's series: the same benchmark, variant, GPU pool, host fingerprint and settings,
 for one metric, in first-parent order; only successful runs on the benchmark's main line
-(bench.branches) with a correct output and a clean figure.
+(bench.domain.branches) with a correct output and a clean figure.
 
-Settings are what in a run's kept spec can move a figure (KeptSpec.settings, jobspec.settings_digest):
+Settings are what in a run's kept spec can move a figure (KeptSpec.settings, contract.settings_digest):
 a benchmark re-applied with another model, max_tokens or engine argument starts a new series
 rather than a step that change detection would blame on the next commit; going back to earlier
 settings continues their series. Runs triggered before specs were kept have no known settings and
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from django.db.models import Exists, F, OuterRef, Q
 
-from benchsite.bench.pages.branches import main_line_q
+from benchsite.bench.domain.branches import main_line_q
 from benchsite.bench.models import Measurement, Run
 from runners import contract
 

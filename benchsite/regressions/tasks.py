@@ -4,6 +4,8 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from runners.contract import RECORD_HOST_HEALTH
+
 from benchsite.bench.lifecycle.tasks import DB_RETRY
 from benchsite.retry import retry_or_give_up
 
@@ -17,10 +19,10 @@ def deliver_alert(self, alert_id: int) -> bool:
     try:
         return alerts.alert_deliver(alert_id=alert_id)
     except alerts.TransientAlertError as exc:
+        error = str(exc)
         # 30 s, 60 s, 120 s... by default
-        return retry_or_give_up(self, exc, what=f"alert {alert_id}", max_retries=settings.BENCH_ALERT_MAX_RETRIES,
-                                base_ms=settings.BENCH_ALERT_RETRY_BASE_MS,
-                                give_up=lambda: alerts.alert_give_up(alert_id=alert_id, error=str(exc)))
+        return retry_or_give_up(self, exc, what=f"alert {alert_id}", policy=settings.BENCH_ALERT_RETRY,
+                                give_up=lambda: alerts.alert_give_up(alert_id=alert_id, error=error))
 
 
 @shared_task(name="regressions.trigger_canaries")
@@ -30,7 +32,7 @@ def trigger_canaries() -> int:
     return len(canaries_trigger_due())
 
 
-@shared_task(name="regressions.record_host_health")
+@shared_task(name=RECORD_HOST_HEALTH)
 def record_host_health(doc: dict) -> bool:
     """A GPU worker's comm health check before a batch (runners/probes/health.py)."""
     from .hosthealth import HealthMessageError, host_health_record

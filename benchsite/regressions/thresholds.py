@@ -1,11 +1,11 @@
 """The bound a change must reach before a verdict, a change point, a confirmation or a bisection
 step counts it: explicit thresholds first, then the rule from the series' noise
-(regressions.sensitivity, pure), read here from the database."""
+(regressions.detect.sensitivity, pure), read here from the database."""
 from django.db.models import Q, Subquery
 
 from runners import contract
 
-from . import sensitivity
+from .detect import sensitivity
 from .models import Threshold
 from .noise import series_noise
 

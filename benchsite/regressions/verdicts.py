@@ -10,12 +10,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from benchsite.bench.pages.branches import main_line_q
+from benchsite.bench.domain.branches import main_line_q
 from benchsite.bench.models import Measurement, Run
 from runners import contract
 
-from . import judging
 from .canary import canary_shift
+from .detect import judging
 from .hosthealth import host_health_note
 from .models import ChangePoint, Verdict
 from .samples import run_figure

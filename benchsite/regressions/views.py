@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from benchsite.bench.models import Benchmark
-from benchsite.bench.pages.permissions import member_required
+from benchsite.bench.domain.permissions import member_required
 from runners import contract
 
 from . import selectors

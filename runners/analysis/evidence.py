@@ -39,6 +39,8 @@ import json
 import re
 from collections import Counter
 
+from runners.flags import has_flag
+
 APPLIED, NOT_APPLIED, NO_EFFECT, UNVERIFIED = "applied", "not applied", "no effect here", "unverified"
 # Applied, but something else does the work it governs: with the allreduce + RMSNorm fusion
 # running, FlashInfer's fused kernel reduces every layer, whatever NCCL_PROTO or custom allreduce say.
@@ -55,7 +57,8 @@ _EAGER = re.compile(r"Enforce eager set, disabling torch\.compile")
 _COMPILED = re.compile(r"Dynamo bytecode transform time|Compiling a graph for|torch\.compile took|"
                        r"Directly load AOT compilation|Directly load the compiled graph|"
                        r"Warming up model for the compilation|Starting torch\.compile")
-_CAPTURE = re.compile(r"Capturing CUDA graphs \((\w+)\)")
+# "(PIECEWISE)", or with the batch kind the graphs serve: "(decode, FULL)", "(mixed prefill-decode, PIECEWISE)"
+_CAPTURE = re.compile(r"Capturing CUDA graphs \((?:([^,()]+), )?(\w+)\)")
 _CAPTURE_DONE = re.compile(r"Graph capturing finished")
 _BACKENDS = re.compile(r"Using \[([^\]]*)\] all-reduce backends .*for group 'tp:0'")
 _NCCL_ENV = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S+)")
@@ -102,7 +105,8 @@ def effective_config(lines: list[str]) -> dict:
         "cudagraph_mode": _search(_CUDAGRAPH_MODE, config),
         "fusion_passes_configured": _true_passes(_search(_PASS_CONFIG, config) or ""),
         "compiled": _any(_COMPILED, lines),
-        "cuda_graphs_captured": sorted({m.group(1) for ln in lines if (m := _CAPTURE.search(ln))}),
+        "cuda_graphs_captured": sorted({f"{m.group(2)} {m.group(1)}" if m.group(1) else m.group(2)
+                                        for ln in lines if (m := _CAPTURE.search(ln))}),
         "allreduce_backends": None if backends is None else [b.strip(" '\"") for b in backends.split(",") if b.strip()],
         "nccl_env": {m.group(1): m.group(2) for ln in lines if (m := _NCCL_ENV.search(ln))},
         "nccl_allreduce_protos": dict(protos),
@@ -135,7 +139,7 @@ def _superseded(check: dict, ctx: dict, what: str) -> dict:
 def execution_mode_check(ctx: dict) -> dict:
     """Eager or compiled (and, on a GPU, CUDA graphs captured) as asked."""
     lines, eff = ctx["lines"], ctx["eff"]
-    asked = "eager" if "--enforce-eager" in ctx["args"] else "compiled"
+    asked = "eager" if has_flag(ctx["args"], "--enforce-eager") else "compiled"
     eager_lines = _grep(_EAGER, lines)
     compiled_lines = _grep(_COMPILED, lines)
     graphs = eff["cuda_graphs_captured"]

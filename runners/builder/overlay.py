@@ -49,9 +49,10 @@ import subprocess
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from .gnu_patch import PATCH_TIMEOUT_S, gnu_patch
+
 PACKAGE = "vllm"
 MARKER = ".overlay.json"
-PATCH_TIMEOUT_S = 120
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _OUTPUT_MAX = 8000
 
@@ -284,7 +285,7 @@ def overlay_key(patches, package_root: Path | None = None) -> str:
 
 # ----------------------------------------------------------------------------- building
 
-def _symlink_farm(src: Path, dst: Path) -> int:
+def symlink_farm(src: Path, dst: Path) -> int:
     """Recreate SRC's directories under DST; symlink every file (and symlink) to SRC's."""
     count = 0
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
@@ -306,7 +307,7 @@ def _symlink_farm(src: Path, dst: Path) -> int:
     return count
 
 
-def _materialize(root: Path, rel: str, action: str) -> None:
+def materialize(root: Path, rel: str, action: str) -> None:
     """Make ROOT/REL a real, writable file (for 'modify'/'delete'), after checking that no
     component of the path is a symlink (a write must not leave the overlay)."""
     parts = PurePosixPath(rel).parts
@@ -342,11 +343,8 @@ def _materialize(root: Path, rel: str, action: str) -> None:
 
 
 def _run_patch(root: Path, patch_file: Path, name: str) -> str:
-    cmd = ["patch", "-p1", "-u", "--forward", "--batch", "--no-backup-if-mismatch",
-           "-d", str(root), "-i", str(patch_file)]
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=PATCH_TIMEOUT_S, env={**os.environ, "LC_ALL": "C"})
+        proc = gnu_patch(root, patch_file)
     except FileNotFoundError:
         raise OverlayError("GNU patch is not installed (the `patch` command was not found)") from None
     except subprocess.TimeoutExpired as e:
@@ -405,7 +403,7 @@ def build_overlay(patches: list[dict], dest: Path, package_root: Path | None = N
         os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide the overlay from other users
         pkg = tmp / PACKAGE
         pkg.mkdir()
-        n_links = _symlink_farm(root, pkg)
+        n_links = symlink_farm(root, pkg)
         applied = _apply_patches(tmp, plan)
         (tmp / MARKER).write_text(json.dumps({
             "key": key, "package_root": str(root), "version": package_version(root),
@@ -422,10 +420,10 @@ def _apply_patches(tmp: Path, plan: list[tuple[dict, dict[str, str]]]) -> list[d
     for p, targets in plan:
         for rel, action in targets.items():
             if action != "create" or (tmp / rel).exists() or (tmp / rel).is_symlink():
-                _materialize(tmp, rel, "modify" if (tmp / rel).exists() or (tmp / rel).is_symlink()
+                materialize(tmp, rel, "modify" if (tmp / rel).exists() or (tmp / rel).is_symlink()
                              else action)
             else:
-                _materialize(tmp, rel, "create")
+                materialize(tmp, rel, "create")
         pfile = tmp / f".patch-{len(applied)}.diff"
         pfile.write_text(p["content"], encoding="utf-8")
         out = _run_patch(tmp, pfile, p["name"])

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 from .errors import BuildFailure
+from .gnu_patch import PATCH_TIMEOUT_S, gnu_patch
 
-PATCH_TIMEOUT_S = 120
 _FILE_RE = re.compile(r"^(?:patching|checking) file '?(.+?)'?$")
 _FAILED_RE = re.compile(r"^Hunk #(\d+) FAILED")
 _HUNK_MAX_CHARS = 4000
@@ -57,13 +57,10 @@ def rejected_hunks(content: str, output: str) -> list[str]:
 
 
 def _patch(root: Path, patch_file: Path, *, dry_run: bool) -> subprocess.CompletedProcess:
-    cmd = ["patch", "-p1", "-u", "--forward", "--batch", "--no-backup-if-mismatch",
-           *(["--dry-run"] if dry_run else []), "-d", str(root), "-i", str(patch_file)]
     try:
-        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=PATCH_TIMEOUT_S, env={**os.environ, "LC_ALL": "C"})
+        return gnu_patch(root, patch_file, dry_run=dry_run)
     except subprocess.TimeoutExpired:
-        raise BuildFailure(f"patch {patch_file.name} timed out", kind="patch") from None
+        raise BuildFailure(f"patch {patch_file.name} timed out after {PATCH_TIMEOUT_S} s", kind="patch") from None
 
 
 def patch_failure(name: str, content: str, output: str) -> BuildFailure:

@@ -56,7 +56,7 @@ def build_commit_overlay(*, mirror: Mirror, commit: str, package_changes: list[t
     package = package_root.name
     pkg = dest / package
     pkg.mkdir()
-    n_links = overlay._symlink_farm(package_root, pkg)
+    n_links = overlay.symlink_farm(package_root, pkg)
     log.append(f"overlay: {n_links} links to {package_root}")
     wanted = [p for s, p in package_changes if s in "AMT"]
     contents = mirror.read_files(commit, wanted)
@@ -68,7 +68,7 @@ def build_commit_overlay(*, mirror: Mirror, commit: str, package_changes: list[t
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(contents[rel])
         else:
-            overlay._materialize(dest, rel, "modify")
+            overlay.materialize(dest, rel, "modify")
             target.write_bytes(contents[rel])
         log.append(f"  {status} {rel}")
     _apply_on_farm(dest, patches, log)
@@ -81,7 +81,7 @@ def _apply_on_farm(dest: Path, patches: list[dict], log: list[str]) -> None:
             targets = overlay.patch_targets(p["content"], p["name"])
             for rel, action in targets.items():
                 exists = (dest / rel).exists() or (dest / rel).is_symlink()
-                overlay._materialize(dest, rel, "modify" if exists else action)
+                overlay.materialize(dest, rel, "modify" if exists else action)
         except overlay.OverlayError as exc:
             raise BuildFailure(str(exc), kind="patch") from None
     apply_patches(dest, patches, log)

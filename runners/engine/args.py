@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runners.flags import flag_name
+
 DEFAULT_VLLM_MODULE = "vllm.entrypoints.cli.main"
 ENV_KEY_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 FLAG_NAME_RE = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -117,15 +119,6 @@ def validate_env(env) -> None:
             raise ValueError(f"engine env {k} must be a string, got {type(v).__name__}: {v!r}")
         if bad_chars(v):
             raise ValueError(f"engine env {k} contains NUL or a newline")
-
-
-def flag_name(arg: str) -> str:
-    """`--max_model_len=5` -> `--max-model-len`: the name vLLM reads."""
-    return "--" + arg.split("=", 1)[0][2:].replace("_", "-")
-
-
-def has_flag(args: list[str], name: str) -> bool:
-    return any(a.startswith("--") and flag_name(a) == name for a in args)
 
 
 def default_vllm_command(configured: tuple[str, ...] | list[str] = ()) -> list[str]:

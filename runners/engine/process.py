@@ -65,7 +65,8 @@ import httpx
 
 from runners.config import RunnerConfig
 from runners.engine import guard, orphans
-from runners.engine.args import EngineSpec, default_vllm_command, has_flag
+from runners.engine.args import EngineSpec, default_vllm_command
+from runners.flags import has_flag
 from runners.engine.cpu import cpu_thread_binding, is_cpu_build
 from runners.engine.guard import describe_rc, group_alive, signal_group, wait_group_gone
 from runners.envvars import env_float

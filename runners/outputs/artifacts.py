@@ -13,10 +13,12 @@ import hashlib
 import os
 from pathlib import Path
 
+from runners.contract import TEXT_ARTIFACT_KINDS
+
 CHUNK_BYTES = 1024 * 1024
 # What an offline result file keeps of a text artifact given by path (its tail).
 INLINE_TAIL_CHARS = 200_000
-TEXT_KINDS = ("server_log", "build_log", "probe_json")
+TEXT_KINDS = TEXT_ARTIFACT_KINDS
 
 
 class ArtifactTooLarge(ValueError):

@@ -54,9 +54,9 @@ import httpx
 
 from runners.analysis import stats
 from runners.probes.client import CompletionClient, ProbeError
-from runners.probes.decode import _request_body
 from runners.probes.prompts import exact_prompt
-from runners.probes.streams import _http_client, check_point, prefill_mode, prime, round_bodies, run_round
+from runners.probes.streamed_request import request_body
+from runners.probes.streams import check_point, http_client, prefill_mode, prime, round_bodies, run_round
 from runners.probes.trace import STEP_RE, TraceError, parse_trace
 
 TRACE_GLOB_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
@@ -274,7 +274,7 @@ def measure_allreduce_share(*, base_url: str, model: str, trace_dir: Path, promp
     before = _trace_files(trace_dir)
     single = concurrency == 1 and prompt_tokens is None
     primed = prefill_mode("auto", concurrency=concurrency, prompt_tokens=prompt_tokens, request_rate=None) == "primed"
-    http = client if client is not None or single else _http_client(concurrency, timeout_s)
+    http = client if client is not None or single else http_client(concurrency, timeout_s)
     try:
         with CompletionClient(base_url, timeout_s=timeout_s, connect_s=10.0, client=http) as api:
             if prompt_tokens is not None:  # built before the profiler starts: /tokenize is not profiled
@@ -283,7 +283,7 @@ def measure_allreduce_share(*, base_url: str, model: str, trace_dir: Path, promp
                 def send(timeout):
                     return _stream_completion(api, model, prompt, max_tokens, timeout)
             else:
-                bodies = round_bodies(_request_body(model, prompt, max_tokens, fresh_prefix=True), concurrency, primed)
+                bodies = round_bodies(request_body(model, prompt, max_tokens, fresh_prefix=True), concurrency, primed)
                 if primed:  # before the profiler starts: the session holds the streams' decode, not their prefill
                     prime(api, bodies, max(1.0, deadline - time.monotonic()))
 

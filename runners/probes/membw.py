@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from runners.contract import MEM_BANDWIDTH_GB_S, WEIGHT_BYTES_PER_GPU, measurement
 
 GPU_BYTES = 1024 * 1024 * 1024  # well past any GPU's L2 (H200 at 1 GiB: 4.26 TB/s, 256 MiB: 4.18)
 HOST_BYTES = 64 * 1024 * 1024  # past a CPU's L3, small enough for a loaded test host
@@ -105,27 +104,6 @@ def weight_bytes_per_gpu(model: str | Path, tensor_parallel_size: int) -> int | 
                                                                    and not p.name.startswith("training_args")]
     total = sum(p.stat().st_size for p in weights)
     return total // max(1, int(tensor_parallel_size)) if total else None
-
-
-def bandwidth_measurements(bandwidth: dict | None) -> list[dict]:
-    """The copy bandwidth (GB/s), when its probe ran and did not fail."""
-    if bandwidth and "error" not in bandwidth:
-        return [measurement(MEM_BANDWIDTH_GB_S, bandwidth["bytes_per_s"] / 1e9, details=bandwidth)]
-    return []
-
-
-def weight_measurements(*, model: str, tensor_parallel_size: int) -> list[dict]:
-    """The weight bytes per GPU, when the model is a local directory."""
-    weights = weight_bytes_per_gpu(model, tensor_parallel_size)
-    if not weights:
-        return []
-    return [measurement(WEIGHT_BYTES_PER_GPU, weights,
-                        details={"how": f"weight files of {model} / tensor parallel size {tensor_parallel_size}"})]
-
-
-def membw_measurements(bandwidth: dict | None, *, model: str, tensor_parallel_size: int) -> list[dict]:
-    """The floor's two inputs as measurements: the copy bandwidth and the weight bytes per GPU."""
-    return [*bandwidth_measurements(bandwidth), *weight_measurements(model=model, tensor_parallel_size=tensor_parallel_size)]
 
 
 def main(argv=None) -> int:

@@ -7,10 +7,15 @@ engine arguments it needs, and `run(ctx) -> ProbeOutput`. runners.job runs the s
     engine   against the running engine (decode, correctness, the allreduce profile)
     after    the engine is stopped; reads what the earlier probes left in ctx.outputs
 
-The built-in probes live in runners/probes/builtin.py. More come from modules named in the
-setting BENCH_PROBE_MODULES (comma-separated import paths), loaded on the GPU worker and on the
-web side (load_probe_modules): importing one calls `register(probe)`, which adds its name to
-the contract's PROBE_NAMES and its metrics to METRICS, so the web side labels and judges them.
+Each probe is a plug-in: one module holding its class, the metrics it declares (name, unit,
+direction, label), its measurement builders, and `register(probe)` at import. The built-in ones
+are the modules of BUILTIN_MODULES (their order is the order the stages run them in); more come
+from modules named in the setting BENCH_PROBE_MODULES (comma-separated import paths). Both are
+loaded once when a process starts (load_probe_modules: the web side's and the GPU worker's
+Django start, `python -m runners execute | ladder`); a module that cannot be imported stops that
+start with its name. `register(probe)` adds the probe's name to the contract's PROBE_NAMES and
+its metrics to METRICS, so the web side labels and judges them; a metric another probe already
+declares is refused. docs/writing-a-probe.md walks through one.
 
     class Health(ProbeBase):
         name, stage, phase = "health", "engine", "probing health"
@@ -34,7 +39,15 @@ from runners.contract import ArtifactRef, JobSpec, Measurement, Metric
 
 Stage = Literal["before", "engine", "after"]
 STAGES: tuple[Stage, ...] = ("before", "engine", "after")
-BUILTIN_MODULE = "runners.probes.builtin"
+# The built-in probes, one module each, in the order each stage runs them and lists their
+# measurements and artifacts. A new built-in probe is one module and one line here.
+BUILTIN_MODULES = (
+    "runners.probes.decode_probe",       # decode
+    "runners.probes.correctness_probe",  # correctness
+    "runners.probes.allreduce_probe",    # allreduce, comm, share
+    "runners.probes.membw_probe",        # membw
+    "runners.probes.weights_probe",      # weights
+)
 
 
 @dataclass
@@ -111,20 +124,29 @@ class ProbeRegistryError(ValueError):
 
 
 _REGISTRY: dict[str, Probe] = {}
+_METRIC_OWNERS: dict[str, str] = {}  # metric name -> the probe that declares it
 
 
 def register(probe: Probe) -> Probe:
-    """Add PROBE (registering one name again replaces it: a module imported twice)."""
+    """Add PROBE (registering one name again replaces it: a module imported twice). A probe that
+    declares a metric another probe declares is refused, and nothing of it is registered."""
     if not isinstance(probe, Probe):
         raise ProbeRegistryError(f"{probe!r} is not a probe (name, stage, phase, metrics, applies, engine_args, run)")
     if probe.stage not in STAGES:
         raise ProbeRegistryError(f"probe {probe.name!r}: stage {probe.stage!r} is not one of {STAGES}")
+    taken = {m.name: _METRIC_OWNERS[m.name] for m in probe.metrics
+             if _METRIC_OWNERS.get(m.name, probe.name) != probe.name}
+    if taken:
+        raise ProbeRegistryError(f"probe {probe.name!r} declares "
+                                 + ", ".join(f"metric {m!r}, which probe {owner!r} already declares"
+                                             for m, owner in taken.items()))
     try:
         contract.declare_probe(probe.name)
         for metric in probe.metrics:
             contract.declare_metric(metric)
     except contract.ContractError as exc:
         raise ProbeRegistryError(str(exc)) from None
+    _METRIC_OWNERS.update((m.name, probe.name) for m in probe.metrics)
     _REGISTRY[probe.name] = probe
     return probe
 
@@ -135,6 +157,7 @@ def unregister(name: str) -> None:
     contract.PROBE_NAMES.discard(name)
     for metric in getattr(probe, "metrics", ()):
         contract.METRICS.pop(metric.name, None)
+        _METRIC_OWNERS.pop(metric.name, None)
 
 
 def module_names(setting) -> list[str]:
@@ -144,20 +167,29 @@ def module_names(setting) -> list[str]:
 
 
 def load_probe_modules(setting=()) -> list[str]:
-    """Import the built-in probes and the modules SETTING names; returns the modules imported."""
-    names = [BUILTIN_MODULE, *module_names(setting)]
+    """Import the built-in probes and the modules SETTING names; returns the modules imported.
+    A module that fails to import (missing, or raising while it registers) is a ProbeRegistryError
+    that names it: the process starting stops there, before any job."""
+    names = [*BUILTIN_MODULES, *module_names(setting)]
     for name in names:
         try:
             importlib.import_module(name)
-        except ImportError as exc:
-            raise ProbeRegistryError(f"probe module {name!r} (BENCH_PROBE_MODULES) cannot be imported: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - whatever it raised, the start stops with the module's name
+            raise ProbeRegistryError(f"probe module {name!r} (BENCH_PROBE_MODULES) cannot be imported: "
+                                     f"{type(exc).__name__}: {exc}") from exc
     return names
 
 
+def _order(probe: Probe) -> int:
+    module = type(probe).__module__
+    return BUILTIN_MODULES.index(module) if module in BUILTIN_MODULES else len(BUILTIN_MODULES)
+
+
 def all_probes() -> list[Probe]:
-    """Every registered probe, the built-in ones first, in the order they were registered."""
-    importlib.import_module(BUILTIN_MODULE)
-    return list(_REGISTRY.values())
+    """Every registered probe: the built-in ones first, in BUILTIN_MODULES' order, then the
+    plug-ins in the order they were registered."""
+    load_probe_modules()
+    return sorted(_REGISTRY.values(), key=_order)
 
 
 def is_selected(probe: Probe, spec: JobSpec) -> bool:

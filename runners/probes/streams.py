@@ -64,11 +64,12 @@ import httpx
 from runners.analysis import stats
 from runners.probes import host
 from runners.probes.client import CompletionClient, ProbeError
-from runners.probes.decode import (DEFAULT_PROMPT, SERVER_DISAGREEMENT_WARN, _analyze, _compare_with_server, _flag_server_disagreement,
-                                   _jsonable, _request_body, _sample, _server_block, _stream_once, _summary,
-                                   measure_decode)
+from runners.probes.decode import DEFAULT_PROMPT, jsonable, measure_decode, sample_entry, summarize
 from runners.probes.metrics import counter_delta, joined_windows, scrape_server_metrics, settled_metrics
 from runners.probes.prompts import exact_prompt
+from runners.probes.server_check import check_with_server, server_block
+from runners.probes.steady_window import analyze_repeat
+from runners.probes.streamed_request import request_body, stream_once
 
 MAX_CONCURRENCY = 1024
 MAX_REQUEST_RATE = 10_000.0  # requests a second
@@ -192,7 +193,7 @@ def run_round(api: CompletionClient, bodies: list[dict], timeout_s: float,
             gate.wait()
             if arrivals:
                 time.sleep(max(0.0, released + arrivals[i] - time.perf_counter()))
-            records[i] = _stream_once(api, bodies[i], timeout_s)
+            records[i] = stream_once(api, bodies[i], timeout_s)
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
             errors.append(e)
             gate.abort()
@@ -221,7 +222,7 @@ def aggregate_rate(streams: list[dict]) -> float | None:
     return tokens / (end - start) if end > start and tokens > 0 else None
 
 
-def _http_client(concurrency: int, timeout_s: float) -> httpx.Client:
+def http_client(concurrency: int, timeout_s: float) -> httpx.Client:
     """One connection per stream (httpx pools 100 by default): none waits for another's."""
     return httpx.Client(trust_env=False, timeout=httpx.Timeout(timeout_s),
                         limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency))
@@ -270,7 +271,7 @@ def _timed_rounds(api: CompletionClient, body: dict, model: str, concurrency: in
         scrape = after
         end = host.sample()
         where = {"host_loop_ms": samples[-1]["loop_ms"], "host_steal": host.steal_between(samples[-1], end)}
-        rounds.append([{**_analyze(rec), **where, "raw_chunks": rec["chunks"], "prime_ttft_ms": ttft}
+        rounds.append([{**analyze_repeat(rec), **where, "raw_chunks": rec["chunks"], "prime_ttft_ms": ttft}
                        for rec, ttft in zip(records, primes)])
     samples.append(end)
     return rounds, windows, samples
@@ -279,8 +280,8 @@ def _timed_rounds(api: CompletionClient, body: dict, model: str, concurrency: in
 def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: int, repeats: int, warmup: int,
                         timeout_s: float, concurrency: int, client: httpx.Client | None,
                         request_rate: float | None = None, fresh_prefix: bool = False, primed: bool = False) -> dict:
-    body = _request_body(model, prompt, max_tokens, fresh_prefix)
-    http = client or _http_client(concurrency, timeout_s)
+    body = request_body(model, prompt, max_tokens, fresh_prefix)
+    http = client or http_client(concurrency, timeout_s)
     try:
         with CompletionClient(base_url, timeout_s=timeout_s, client=http) as api:
             rounds, windows, host_samples = _timed_rounds(api, body, model, concurrency, repeats, warmup,
@@ -293,9 +294,9 @@ def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: i
     warnings: list[str] = []
     if primed:
         _primed_ttft(runs)
-    server = _server_block(before, after, runs, len(runs), warnings)
+    server = server_block(before, after, runs, len(runs), warnings)
     used = _usable_streams(rounds, warnings)
-    result = _summary(runs, used, warnings, base=api.base_url, model=model, max_tokens=max_tokens,
+    result = summarize(runs, used, warnings, base=api.base_url, model=model, max_tokens=max_tokens,
                       repeats=repeats, warmup=warmup)
     _add_point_keys(result, rounds, used, warnings)
     result["server_metrics_available"] = bool(before["available"] and after.get("available"))
@@ -309,12 +310,10 @@ def _measure_concurrent(*, base_url: str, model: str, prompt: str, max_tokens: i
     if server is None:
         result["server_metrics_error"] = after.get("error") or before.get("error")
     else:
-        _compare_with_server(result, server, warnings)
-        if result.get("server_agreement", 0) > SERVER_DISAGREEMENT_WARN:
-            _flag_server_disagreement(result)
+        if check_with_server(result, server, warnings):
             for entry, sample in zip(result["streams"], result["samples"]):
                 entry["flags"]["flag"] = sample["flag"]
-    return _jsonable(result)
+    return jsonable(result)
 
 
 def _primed_ttft(runs: list[dict]) -> None:
@@ -373,7 +372,7 @@ def _add_point_keys(result: dict, rounds: list[list[dict]], used: list[dict], wa
         slowest_stream_tok_s=min(s["decode_tok_s"] for s in used),
         aggregate_tok_s=stats.median(whole) if whole else None, aggregate_tok_s_per_repeat=per_repeat,
         ttft_ms_percentiles=stats.percentiles([s["ttft_ms"] for s in ttft_used]),
-        samples=[{**_sample(s), "repeat": i, "stream": j} for i, r in enumerate(rounds) for j, s in enumerate(r)],
+        samples=[{**sample_entry(s), "repeat": i, "stream": j} for i, r in enumerate(rounds) for j, s in enumerate(r)],
         streams=[_stream_entry(s, i, j, s["prompt_tokens"]) for i, r in enumerate(rounds) for j, s in enumerate(r)],
         notes=[f"repeat {i} stream {j}: {h['start_chunks']} leading and {h['end_chunks']} trailing chunks arrived in "
                f"bursts (held back): rate over the {h['window_tokens']} tokens that arrived at their own pace"

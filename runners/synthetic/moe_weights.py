@@ -2,7 +2,7 @@
 
 vLLM's `--load-format dummy` needs none of this. These weights are for readers of a real
 checkpoint: Hugging Face transformers as a reference, a GGUF converter. The scale follows the
-tiny model's (tiny_model._init_std): unit-scale activations, so greedy output is varied rather
+tiny model's (tiny_model.init_std): unit-scale activations, so greedy output is varied rather
 than the loops that vLLM's dummy values (uniform +-1e-3) give. Sharded like Hugging Face
 checkpoints (model-00001-of-0000N.safetensors + model.safetensors.index.json), one shard built
 in memory at a time.
@@ -27,7 +27,7 @@ def _tensor(name: str, shape: tuple[int, ...], dtype, seed: int):
         return torch.full(shape, fill, dtype=dtype)
     digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8]
     gen = torch.Generator().manual_seed(int.from_bytes(digest, "little") & ((1 << 63) - 1))
-    std = tiny_model._init_std(name, shape)
+    std = tiny_model.init_std(name, shape)
     return (torch.randn(shape, generator=gen, dtype=torch.float32) * std).to(dtype).contiguous()
 
 

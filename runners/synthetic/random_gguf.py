@@ -125,7 +125,7 @@ def gguf_tensors(model_dir: Path, config: dict, qtype_name: str, swap: str | Non
 
     hf = load_file(str(model_dir / "model.safetensors"))
     out, found = [], False
-    for hf_name in tiny_model._tensor_shapes():
+    for hf_name in tiny_model.tensor_shapes():
         name, w = gguf_name(hf_name), hf[hf_name]
         if name.endswith("attn_q.weight"):
             w = permute_rotary(w, config["num_attention_heads"])

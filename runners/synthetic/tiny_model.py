@@ -50,7 +50,7 @@ NUM_HEADS = 8
 NUM_KV_HEADS = 4
 INTERMEDIATE_SIZE = 688
 MAX_POSITIONS = 4096
-INITIALIZER_RANGE = 0.02  # written to config.json only; see _init_std for the weights
+INITIALIZER_RANGE = 0.02  # written to config.json only; see init_std for the weights
 EMBED_STD = 1.0
 LM_HEAD_STD = 0.25
 DTYPE = "float32"
@@ -197,7 +197,7 @@ def is_complete(path: Path, stamp: str | None = None) -> bool:
 
 # ---------------------------------------------------------------------------- weights
 
-def _tensor_shapes() -> dict[str, tuple[int, ...]]:
+def tensor_shapes() -> dict[str, tuple[int, ...]]:
     head_dim = HIDDEN_SIZE // NUM_HEADS
     q, kv = NUM_HEADS * head_dim, NUM_KV_HEADS * head_dim
     shapes = {"model.embed_tokens.weight": (VOCAB_SIZE, HIDDEN_SIZE)}
@@ -217,7 +217,7 @@ def _tensor_shapes() -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _init_std(name: str, shape: tuple[int, ...]) -> float:
+def init_std(name: str, shape: tuple[int, ...]) -> float:
     """Unit-scale activations: embeddings N(0, 1), projections N(0, 1/fan_in), logits std ~4.
 
     With transformers' default (every weight N(0, 0.02)) the residual stream is the input
@@ -238,13 +238,13 @@ def _write_weights(out: Path) -> None:
 
     dtype = getattr(torch, DTYPE)
     tensors = {}
-    for name, shape in _tensor_shapes().items():
+    for name, shape in tensor_shapes().items():
         if len(shape) == 1:  # RMSNorm scales start at one, as in transformers
             tensors[name] = torch.ones(shape, dtype=dtype)
             continue
         seed = int.from_bytes(hashlib.sha256(f"{SEED}:{name}".encode()).digest()[:8], "little")
         gen = torch.Generator().manual_seed(seed & ((1 << 63) - 1))
-        t = torch.randn(shape, generator=gen, dtype=torch.float32) * _init_std(name, shape)
+        t = torch.randn(shape, generator=gen, dtype=torch.float32) * init_std(name, shape)
         tensors[name] = t.to(dtype).contiguous()
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
 

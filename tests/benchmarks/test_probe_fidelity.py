@@ -18,18 +18,32 @@ def _load():
 pf = _load()
 
 
+ATTEMPTS = 3
+
+
+def _closest(measure, tolerance):
+    """The row of up to ATTEMPTS measurements whose probe is closest to the truth, stopping at the
+    first within `tolerance`. A bias in the probe shows in every attempt; the CI host's load (four
+    engines on 2 cores) only in some: a descheduled first token once read 13% off the truth in
+    the held-back case, where a quiet host reads under 1%."""
+    rows = []
+    for _ in range(ATTEMPTS):
+        rows.append(measure())
+        if abs(rows[-1]["probe"]["tok_s_err"]) < tolerance:
+            break
+    return min(rows, key=lambda row: abs(row["probe"]["tok_s_err"]))
+
+
 def _case(server, **kw):
-    """One measurement (5 ms cadence, 1 token per chunk, 48 tokens, 3 repeats), no retry.
-    A smoke test of the benchmark's functions: its tolerance is 3 %, because under the CI's full
-    load (four engines on 2 cores) two of three repeats can be descheduled (1.4 % seen once).
-    The accuracy figure on a quiet host (about 0.1 %) is the benchmark's, `make`-free:
-    `python benchmarks/probe_fidelity.py`."""
+    """One measurement (5 ms cadence, 1 token per chunk, 48 tokens, 3 repeats). A smoke test of
+    the benchmark's functions, tolerance 3 %: the accuracy figure on a quiet host (about 0.1 %)
+    is the benchmark's, `make`-free: `python benchmarks/probe_fidelity.py`."""
     return pf.measure_case(server, 5, 1, 48, 3, **kw)
 
 
 def test_probe_matches_truth_and_table_renders():
     with pf.TokenServer() as server:
-        row = _case(server, vllm_bench=False)
+        row = _closest(lambda: _case(server, vllm_bench=False), 0.03)
     assert abs(row["probe"]["tok_s_err"]) < 0.03
     assert abs(row["probe"]["itl_p50_err"]) < 0.03
     assert row["truth_probe"]["requests"] == 3
@@ -42,7 +56,7 @@ def test_probe_matches_truth_and_table_renders():
 @pytest.mark.engine
 def test_vllm_bench_figures_parse(tiny_model_dir, tmp_path):
     with pf.TokenServer() as server:
-        row = _case(server, tokenizer=tiny_model_dir, result_dir=tmp_path)
+        row = _closest(lambda: _case(server, tokenizer=tiny_model_dir, result_dir=tmp_path), 0.03)
     assert abs(row["probe"]["tok_s_err"]) < 0.03
     vb = row["vllm_bench"]
     assert vb["total_output_tokens"] == 3 * 48
@@ -58,10 +72,10 @@ def test_vllm_bench_figures_parse(tiny_model_dir, tmp_path):
 
 def test_held_back_case_uses_the_generation_times():
     """TCP_NODELAY off, first token after 5 ms, 2 ms per token: truth from the generation times,
-    probe within 5% (loose for the loaded CI host, where 2.4% was seen once; the quiet-host
-    figure is the benchmark's; before the held-back window it read +17%)."""
+    probe within 5% (the quiet-host figure is the benchmark's; before the held-back window the
+    probe read +17% in every attempt)."""
     with pf.TokenServer() as server:
-        row = pf.measure_case(server, 2, 1, 96, 3, ttft_ms=5, nodelay=0, vllm_bench=False)
+        row = _closest(lambda: pf.measure_case(server, 2, 1, 96, 3, ttft_ms=5, nodelay=0, vllm_bench=False), 0.05)
     assert row["truth_probe"]["from"].startswith("generation times")
     # The truth is what the server did: on 2 loaded cores its first token can be late and the
     # exact cadence then catches up (502.6 tok/s seen in CI), or its sleeps overshoot (483 seen),

@@ -1,14 +1,17 @@
-"""The web side reads its environment once, in benchsite/settings.py; the code reads
-django.conf.settings (regressions' settings included)."""
+"""The web side reads its environment once, through the typed settings (benchsite/config/) that
+benchsite/settings.py loads; the code reads django.conf.settings (regressions' settings included).
+A bad value stops every process at start, naming the variable."""
 import ast
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
-READERS = {"settings.py", "env.py"}  # the settings module and the typed readers it uses
+READERS = "config/"  # the typed settings, which settings.py loads
 
 
 def settings_in(env: dict, expression: str) -> subprocess.CompletedProcess:
@@ -47,7 +50,7 @@ def _is_os_environ(node) -> bool:
 
 
 def _literal_reads(tree) -> list[tuple[int, str]]:
-    """os.environ.get("NAME"), os.environ["NAME"], os.getenv("NAME"), env_int("NAME", ...): a
+    """os.environ.get("NAME"), os.environ["NAME"], os.getenv("NAME"), env("NAME", ...): a
     setting read in place.
     (A name held in a variable, such as a webhook's `secret_env`, is data, not a setting.)"""
     reads = []
@@ -59,7 +62,7 @@ def _literal_reads(tree) -> list[tuple[int, str]]:
             if getter and isinstance(arg, ast.Constant):
                 reads.append((node.lineno, arg.value))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
-            if node.func.id.startswith("env_") and isinstance(node.args[0], ast.Constant):  # benchsite.env
+            if node.func.id.startswith("env") and isinstance(node.args[0], ast.Constant):  # a declaration
                 reads.append((node.lineno, node.args[0].value))
         if isinstance(node, ast.Subscript) and _is_os_environ(node.value) and isinstance(node.slice, ast.Constant):
             reads.append((node.lineno, node.slice.value))
@@ -70,10 +73,10 @@ def test_no_module_but_settings_reads_a_setting_from_the_environment():
     offenders = []
     for path in sorted((ROOT / "benchsite").rglob("*.py")):
         rel = path.relative_to(ROOT / "benchsite").as_posix()
-        if rel in READERS:
+        if rel.startswith(READERS):
             continue
         offenders += [f"benchsite/{rel}:{line} {name}" for line, name in _literal_reads(ast.parse(path.read_text()))]
-    assert offenders == [], "add a setting to benchsite/settings.py and read django.conf.settings"
+    assert offenders == [], "declare a setting in benchsite/config/, name it in settings.py, read django.conf.settings"
     assert not (ROOT / "benchsite" / "regressions" / "conf.py").exists()
 
 
@@ -84,3 +87,18 @@ def test_retention_days_default_to_30_and_90_and_refuse_what_is_not_a_day_count(
     assert forever.stdout.strip() == "0", forever.stderr  # 0: kept forever
     bad = settings_in({"BENCH_RETAIN_LOGS_DAYS": "a month"}, "s.BENCH_RETAIN_LOGS_DAYS")
     assert bad.returncode != 0 and "BENCH_RETAIN_LOGS_DAYS='a month' is not an integer" in bad.stderr
+
+
+@pytest.mark.parametrize("start", [
+    [sys.executable, "manage.py", "check"],
+    [sys.executable, "-c", "import benchsite.wsgi"],  # what gunicorn loads before it serves a request
+], ids=["manage.py", "wsgi"])
+def test_a_bad_setting_stops_the_service_at_start_naming_every_bad_variable(start):
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "DJANGO_"))}
+    done = subprocess.run(start, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**base, "DJANGO_SETTINGS_MODULE": "benchsite.settings",
+                               "BENCH_HEARTBEAT_INTERVAL_S": "0", "DJANGO_DEBUG": "maybe"})
+    assert done.returncode != 0
+    assert "ImproperlyConfigured: bad configuration (docs/configuration.md)" in done.stderr
+    assert "BENCH_HEARTBEAT_INTERVAL_S=0 must be at least 1" in done.stderr
+    assert "DJANGO_DEBUG='maybe' is not a boolean" in done.stderr

@@ -187,8 +187,8 @@ OS_ENVIRON_ALLOWED = {
     "config.py": "RunnerConfig.from_env(): the one reader of the runners' settings",
     "envvars.py": "the typed readers' default mapping (the web side's settings read through them)",
     "build/git.py": "git runs with the host's environment less git's own GIT_* overrides",
-    "build/patches.py": "patch runs with the host's environment and LC_ALL=C",
-    "build/overlay.py": "patch as above; overlay_env()'s default base for a library caller",
+    "build/gnu_patch.py": "patch runs with the host's environment and LC_ALL=C",
+    "build/overlay.py": "overlay_env()'s default base for a library caller",
     "probes/comm.py": "a rank process sets torch.distributed's rendezvous variables for itself",
     "probes/comm_interleaved.py": "a rank process sets VLLM_SKIP_P2P_CHECK for itself",
 }

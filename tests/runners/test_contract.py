@@ -7,8 +7,8 @@ import json
 import pytest
 
 from runners import contract
-from runners.contract import (LADDER_FORMAT, SCHEMA, ArtifactRef, BuildInfo, ContractError, HostInfo, JobResult,
-                              JobSpec, LadderFile, Measurement, SpecError)
+from runners.contract import (LADDER_FORMAT, SCHEMA, ArtifactRef, BuildInfo, ContractError, EngineInfo, HostInfo,
+                              JobResult, JobSpec, LadderFile, Measurement, PhaseTime, SettingCheck, SpecError, TookEffect)
 
 # A result as a worker of the checkout before `schema` sent it (runners.job's dict literal),
 # after the GPU worker stored its artifacts and added the host.
@@ -39,10 +39,32 @@ def test_a_result_of_the_older_schema_is_read_and_written_back_in_the_same_shape
     result = JobResult.from_dict(OLDER_RESULT, broker=True)
     assert result.measurement("decode_tok_s").samples == [49.0, 51.0]
     assert result.build.path == "installed" and result.host.gpu_count == 8 and result.run_id == 7
+    assert result.engine == EngineInfo(startup_s=12.5, version="0.11.0")
     wire = result.to_dict()
     assert wire["schema"] == SCHEMA
-    assert {k: v for k, v in wire.items() if k not in ("schema", "phases", "notes")} == OLDER_RESULT
+    # the report of a checkout that knew only its checks, in today's shape
+    assert wire["took_effect"] == {"effective": {}, "checks": [], "flagged": False, "flagged_settings": [], "summary": ""}
+    assert {k: v for k, v in wire.items() if k not in ("schema", "phases", "notes", "took_effect")} == \
+        {k: v for k, v in OLDER_RESULT.items() if k != "took_effect"}
     assert JobResult.from_dict(json.loads(json.dumps(wire))) == result
+
+
+def test_the_engine_took_effect_and_phases_are_typed_and_read_leniently():
+    check = {"setting": "execution mode", "asked": "eager", "effective": "eager", "verdict": "applied",
+             "evidence": ["enforce_eager=True"], "source": "variant", "why": "", "flag": False}
+    report = {"effective": {"platform": "cpu"}, "checks": [check], "flagged": False, "flagged_settings": [],
+              "summary": "1 applied"}
+    result = JobResult.from_dict({"engine": {"startup_s": 3.5, "version": 11}, "took_effect": report, "phases": [
+        {"phase": "starting engine", "duration_s": 3.5}, {"phase": "odd", "duration_s": "n/a"}, "not an object"]})
+    assert result.engine == EngineInfo(startup_s=3.5)  # a version that is not text is unset
+    assert result.took_effect.checks == [SettingCheck(**check)] and result.took_effect.to_dict() == report
+    assert result.phases == [PhaseTime("starting engine", 3.5), PhaseTime("odd", None)]
+    assert result.to_dict()["phases"] == [{"phase": "starting engine", "duration_s": 3.5},
+                                          {"phase": "odd", "duration_s": None}]
+    empty = JobResult.from_dict({"engine": "fast", "took_effect": {}})  # no engine log: no report
+    assert empty.took_effect is None and empty.to_dict()["took_effect"] == {} and empty.engine == EngineInfo()
+    older_check = TookEffect.from_dict({"checks": [{"setting": "NCCL_PROTO", "verdict": "applied"}]}).checks[0]
+    assert (older_check.source, older_check.flag, older_check.evidence) == ("variant", False, [])
 
 
 def test_the_smallest_result_is_read():
@@ -68,6 +90,53 @@ def test_a_job_spec_of_a_newer_schema_is_refused_and_an_older_one_read():
     assert JobSpec.from_dict({**spec, "schema": SCHEMA}).to_dict()["schema"] == SCHEMA
     with pytest.raises(ContractError, match="newer than this checkout's"):
         JobSpec.from_dict({**spec, "schema": SCHEMA + 1})
+
+
+# The wire form of each schema: each message's fields. A field renamed or dropped, or one added
+# without a default, changes what a reader or writer of another checkout understands: raise
+# SCHEMA, add the step that upgrades the older form (contract.upgrade_message), pin the fields here.
+WIRE_FIELDS = {1: {
+    JobSpec: ["model", "prompt", "max_tokens", "repeats", "run_id", "tensor_parallel_size", "warmup", "engine_args",
+              "engine_env", "startup_timeout_s", "probes", "engine", "patches", "workloads", "packages", "schema"],
+    contract.EngineSourceSpec: ["kind", "repo", "ref", "commit", "merge_base_with"],
+    contract.PatchSpec: ["name", "content", "sha256", "origin"],
+    contract.WorkloadPoint: ["max_tokens", "concurrency", "prompt_tokens", "request_rate"],
+    JobResult: ["run_id", "engine", "build", "took_effect", "measurements", "artifacts", "host", "phases", "notes",
+                "schema"],
+    Measurement: ["metric", "value", "unit", "direction", "samples", "ci_low", "ci_high", "details", "sample_flags",
+                  "point"],
+    ArtifactRef: ["kind", "name", "content", "path", "file", "size", "sha256", "error"],
+}}
+
+
+def test_no_field_is_renamed_dropped_or_added_required_without_raising_the_schema():
+    import dataclasses
+
+    for cls, names in WIRE_FIELDS[SCHEMA].items():
+        today = {f.name: f for f in dataclasses.fields(cls)}
+        assert set(names) <= set(today), f"{cls.__name__}: {sorted(set(names) - set(today))} renamed or dropped"
+        for name in set(today) - set(names):
+            field = today[name]
+            assert field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING, \
+                f"{cls.__name__}.{name} added without a default: an older message lacks it"
+    assert set(contract._SCHEMA_STEPS) == set(range(SCHEMA))  # every older schema has its step
+
+
+def test_an_older_message_is_stepped_to_todays_shape_or_refused_naming_the_field(monkeypatch):
+    """The steps as a schema 2 that renamed `warmup` to `warmups` would add them."""
+    def renamed(message):
+        if not isinstance(message.get("warmup", 1), int):
+            raise ContractError(f"the job spec of schema 1: warmup {message['warmup']!r} is not a whole number")
+        return {**{k: v for k, v in message.items() if k != "warmup"}, "warmups": message.get("warmup", 1)}
+
+    monkeypatch.setattr(contract, "SCHEMA", 2)
+    monkeypatch.setitem(contract._SCHEMA_STEPS, 1, renamed)
+    assert contract.upgrade_message({"warmup": 3}, "the job spec") == {"warmups": 3, "schema": 2}  # schema 0: as 1
+    assert contract.upgrade_message({"schema": 2, "warmups": 3}, "the job spec") == {"schema": 2, "warmups": 3}
+    with pytest.raises(ContractError, match="warmup 'x' is not a whole number"):
+        contract.upgrade_message({"schema": 1, "warmup": "x"}, "the job spec")
+    with pytest.raises(ContractError, match="the job spec follows schema 3, newer than this checkout's 2"):
+        contract.upgrade_message({"schema": 3}, "the job spec")
 
 
 @pytest.mark.parametrize("change, reason", [
@@ -127,6 +196,7 @@ def test_host_info_without_the_fingerprint_fields_is_an_older_report():
                                                               "platform": "Linux"}
     full = HostInfo.from_dict(OLDER_RESULT["host"])
     assert full.has_fingerprint and full.to_dict() == OLDER_RESULT["host"]
+    assert older.fingerprint == "" and full.fingerprint == "8x NVIDIA H200, driver 550.54.15, AMD EPYC 9654 96-Core Processor"
 
 
 def test_build_info_reads_wrong_types_as_unset_as_the_web_side_always_did():
@@ -157,3 +227,15 @@ def test_the_ladder_file_format_is_checked():
         LadderFile.from_dict({"format": LADDER_FORMAT, "benchmark": {"probes": ["nope"]}})
     ladder = LadderFile(benchmark={"slug": "b"}, host={"hostname": "h"}, runs=[{"state": "FAILED"}])
     assert LadderFile.from_dict(ladder.to_dict()) == ladder
+
+
+def test_an_older_ladder_files_results_take_the_files_host_when_it_has_the_fingerprint():
+    host, own = OLDER_RESULT["host"], {**OLDER_RESULT["host"], "hostname": "gpu-2"}
+    runs = [{"state": "SUCCEEDED", "result": {"measurements": []}}, {"state": "SUCCEEDED", "result": {"host": own}},
+            {"state": "FAILED", "error": "x"}]
+    data = {"format": LADDER_FORMAT, "benchmark": {"slug": "b"}, "host": host, "runs": runs}
+    read = LadderFile.from_dict(data)
+    assert [JobResult.from_dict(r["result"]).host.hostname for r in read.runs[:2]] == ["gpu-1", "gpu-2"]
+    assert read.runs[2] == runs[2] and "host" not in runs[0]["result"]  # the file itself is left as it was
+    no_fingerprint = LadderFile.from_dict({**data, "host": {"hostname": "h"}})
+    assert JobResult.from_dict(no_fingerprint.runs[0]["result"]).host is None

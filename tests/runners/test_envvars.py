@@ -1,6 +1,5 @@
 """runners.envvars: the words every environment variable accepts, on the GPU side and the web side."""
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 
 from runners import envvars
 from runners.config import RunnerConfig
@@ -54,13 +53,16 @@ def test_engine_cpu_switch_rejects_other_words(monkeypatch):
         RunnerConfig.from_env()
 
 
-def test_benchsite_env_uses_the_same_words(monkeypatch):
-    from benchsite.env import env_bool, env_int
+def test_the_web_settings_use_the_same_words(monkeypatch):
+    from benchsite.config.load import ConfigError, read_group
+    from benchsite.config.web import Web
+    from benchsite.config.workers import Workers
+
     monkeypatch.setenv("DJANGO_DEBUG", "on")
-    assert env_bool("DJANGO_DEBUG", False) is True
+    assert read_group(Web).debug is True
     monkeypatch.setenv("DJANGO_DEBUG", "nope")
-    with pytest.raises(ImproperlyConfigured, match="DJANGO_DEBUG='nope' is not a boolean"):
-        env_bool("DJANGO_DEBUG", False)
+    with pytest.raises(ConfigError, match="DJANGO_DEBUG='nope' is not a boolean"):
+        read_group(Web)
     monkeypatch.setenv("BENCH_REAPER_INTERVAL_S", "0")
-    with pytest.raises(ImproperlyConfigured, match="must be at least 1"):
-        env_int("BENCH_REAPER_INTERVAL_S", 60, minimum=1)
+    with pytest.raises(ConfigError, match="BENCH_REAPER_INTERVAL_S=0 must be at least 1"):
+        read_group(Workers)

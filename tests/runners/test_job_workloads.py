@@ -8,7 +8,7 @@ import pytest
 
 from runners.contract import JobResult
 from runners.job import run_job
-from runners.probes import builtin
+from runners.probes import decode_probe
 from tests.faults.harness import FAKE_ENGINE
 
 SPEC = {"model": "/nonexistent/model", "prompt": "hello", "max_tokens": 4, "repeats": 1, "warmup": 0,
@@ -48,24 +48,24 @@ def test_the_single_point_job_measures_as_before(tmp_path, fake_engine):
 
 def test_measure_point_is_the_one_place_a_multi_stream_probe_plugs_in(tmp_path, fake_engine, monkeypatch):
     measured, args = [], []
-    original = builtin.measure_point
+    original = decode_probe.measure_point
 
     def wired(ctx, point):
         measured.append(point.id)
         args.append(ctx.engine_args)
         if point.concurrency == 1:
             return original(ctx, point)
-        return {**original(ctx, builtin.WorkloadPoint(max_tokens=point.max_tokens)), "streams": point.concurrency,
+        return {**original(ctx, decode_probe.WorkloadPoint(max_tokens=point.max_tokens)), "streams": point.concurrency,
                 "prefill": "primed"}
 
-    monkeypatch.setattr(builtin, "measure_point", wired)
+    monkeypatch.setattr(decode_probe, "measure_point", wired)
     spec = {**SPEC, "workloads": [{"max_tokens": 4}, {"concurrency": 8, "prompt_tokens": 16, "max_tokens": 4},
                                   {"concurrency": 8, "prompt_tokens": 4000, "max_tokens": 4}],
             "engine_args": ["--max-model-len", "1024"]}
     result = run_job(spec, work_dir=tmp_path / "work")
     assert measured == ["c1-p0-m4", "c8-p16-m4"]  # the third exceeds --max-model-len: never sent
     assert result.notes == ["point c8-p4000-m4 skipped: 4004 tokens per request exceed --max-model-len 1024",
-                            builtin.PRIMED_NOTE.format(points="c8-p16-m4")]  # the points measured in steady decode
+                            decode_probe.PRIMED_NOTE.format(points="c8-p16-m4")]  # the points measured in steady decode
     assert result.measurement("decode_tok_s", "c8-p16-m4").details["prefill"] == "primed"
     # every figure of the primed point names its method (a series of its own); the first point's none
     assert {m.details.get("method") for m in result.measurements if m.point == "c8-p16-m4"} == {"primed"}

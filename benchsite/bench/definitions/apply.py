@@ -1,41 +1,28 @@
-"""Benchmarks as code: a YAML file of benchmarks, their ladders and repository watches, applied
-idempotently. Every change is listed; a dry run applies in a transaction that is rolled back."""
-import os
-from dataclasses import dataclass, field
-
+"""Benchmarks as code: a YAML file of benchmarks, their ladders, repository watches and alert
+subscriptions, applied idempotently. bench applies `benchmarks:`; the apps that own watches and
+subscriptions apply theirs (sections.py). Every change is listed; a dry run applies in a transaction
+that is rolled back."""
 import yaml
-from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
-from benchsite.bench.lifecycle import jobspec
+from benchsite.bench.domain import home_cache
+from benchsite.bench.domain.repos import RepoURLError, repo_key
 from benchsite.bench.models import Annotation, Benchmark, EngineSource, Variant
-from benchsite.bench.pages import home_cache
+from runners.contract import BENCHMARK_SETTINGS, VARIANT_SETTINGS
 
-from benchsite.integrations.models import RepoWatch
-from benchsite.integrations.repos import RepoURLError, repo_key
-from runners.contract import BENCHMARK_KEYS
+from .entries import ApplyError, Outcome, clean, diff, mapping, snapshot
+from .sections import REGISTERED_SECTIONS, SECTIONS, benchmark_checks, section
+
+__all__ = ["ApplyError", "Outcome", "config_apply", "config_load"]
 
 _BENCHMARK_EXTRA = {"engine", "variants"}
 _BENCHMARK_SKIP = {"id", "created_at", "engine_source"}
 _VARIANT_FIELDS = {"name": "name", "flags": "flags", "env": "env", "reference": "is_reference", "builds_on": "builds_on"}
-_WATCH_FIELDS = {"repo", "branches", "benchmarks", "secret_env"}
-_WATCH_OPTIONAL = {"pull_requests"}  # absent: pull-request checks with their defaults
 _POSITION_SHIFT = 1000  # moves a ladder out of the way while it is renumbered (unique positions)
-# The fields whose change can move a figure (jobspec.settings_digest): runs after it are a new series,
-# which an annotation on every chart of the benchmark says.
-_SETTINGS_FIELDS = (*(key for key in BENCHMARK_KEYS if key not in jobspec.UNSETTLED_KEYS),
-                    "engine_args", "engine_env", "engine_source_id", "flags", "env")
-
-
-class ApplyError(ValueError):
-    """The file cannot be applied; the message names the entry and the problem."""
-
-
-@dataclass
-class Outcome:
-    changes: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+# The fields whose change can move a figure (the contract's settings: contract.settings_digest): runs
+# after it are a new series, which an annotation on every chart of the benchmark says.
+_SETTINGS_FIELDS = (*BENCHMARK_SETTINGS, "engine_source_id", *VARIANT_SETTINGS)
 
 
 def config_load(text: str) -> dict:
@@ -44,11 +31,11 @@ def config_load(text: str) -> dict:
     except yaml.YAMLError as exc:
         raise ApplyError(f"not valid YAML: {exc}") from None
     if not isinstance(data, dict):
-        raise ApplyError("the file must be a mapping with `benchmarks:` and/or `watches:`")
-    unknown = sorted(set(data) - {"benchmarks", "watches"})
+        raise ApplyError("the file must be a mapping with `benchmarks:`, `watches:` and/or `subscriptions:`")
+    unknown = sorted(set(data) - set(SECTIONS))
     if unknown:
-        raise ApplyError(f"unknown top-level keys {unknown}; use benchmarks, watches")
-    for key in ("benchmarks", "watches"):
+        raise ApplyError(f"unknown top-level keys {unknown}; use {', '.join(SECTIONS)}")
+    for key in SECTIONS:
         if not isinstance(data.get(key) or [], list):
             raise ApplyError(f"`{key}` must be a list")
     return data
@@ -59,38 +46,13 @@ def config_apply(*, data: dict, dry_run: bool = False) -> Outcome:
     outcome = Outcome()
     with transaction.atomic():
         for i, spec in enumerate(data.get("benchmarks") or []):
-            _benchmark_apply(_mapping(spec, f"benchmarks[{i}]"), f"benchmarks[{i}]", outcome)
-        seen = set()
-        for i, spec in enumerate(data.get("watches") or []):
-            key = _watch_apply(_mapping(spec, f"watches[{i}]"), f"watches[{i}]", outcome)
-            if key in seen:
-                raise ApplyError(f"watches[{i}]: {key} is watched twice; a repository has one watch (one secret)")
-            seen.add(key)
+            _benchmark_apply(mapping(spec, f"benchmarks[{i}]"), f"benchmarks[{i}]", outcome)
+        for name in REGISTERED_SECTIONS:
+            if data.get(name):
+                section(name).apply(data[name], outcome)
         if dry_run:
             transaction.set_rollback(True)
     return outcome
-
-
-def _mapping(spec, where: str) -> dict:
-    if not isinstance(spec, dict):
-        raise ApplyError(f"{where}: expected a mapping, got {type(spec).__name__}")
-    return spec
-
-
-def _clean(obj: models.Model, where: str, **options) -> None:
-    try:
-        obj.full_clean(**options)
-    except ValidationError as exc:
-        problems = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in exc.message_dict.items())
-        raise ApplyError(f"{where}: {problems}") from None
-
-
-def _snapshot(obj: models.Model, names) -> dict:
-    return {name: getattr(obj, name) for name in names}
-
-
-def _diff(before: dict, obj: models.Model) -> list[str]:
-    return [f"{name}: {old!r} -> {getattr(obj, name)!r}" for name, old in before.items() if getattr(obj, name) != old]
 
 
 def _benchmark_fields() -> dict[str, models.Field]:
@@ -118,14 +80,15 @@ def _benchmark_apply(spec: dict, where: str, outcome: Outcome) -> Benchmark:
     creating = benchmark is None
     benchmark = benchmark or Benchmark(slug=slug)
     given = [name for name in spec if name in fields]
-    before = _snapshot(benchmark, [*given, "engine_source_id"])
+    before = snapshot(benchmark, [*given, "engine_source_id"])
     for name in given:
         _check_json_shape(fields[name], spec[name], where)
         setattr(benchmark, name, spec[name])
     benchmark.engine_source = _engine_source(spec.get("engine"), where, outcome)
-    _check_watches_still_fit(benchmark, where)
-    _clean(benchmark, where)
-    changed = _diff(before, benchmark)
+    for check in benchmark_checks():
+        check(benchmark, where)
+    clean(benchmark, where)
+    changed = diff(before, benchmark)
     if creating or changed:
         benchmark.save()
         outcome.changes.append(f"create benchmark {slug}" if creating else f"update benchmark {slug}: " + ", ".join(changed))
@@ -134,21 +97,6 @@ def _benchmark_apply(spec: dict, where: str, outcome: Outcome) -> Benchmark:
     if "variants" in spec:
         _variants_apply(benchmark, spec["variants"], where, outcome)
     return benchmark
-
-
-def _check_watches_still_fit(benchmark: Benchmark, where: str) -> None:
-    """A watched benchmark must keep building the watched repository's commits."""
-    if benchmark.pk is None:
-        return
-    source = benchmark.engine_source
-    try:
-        key = repo_key(source.repo_url) if source is not None and source.repo_url else None
-    except RepoURLError:
-        key = None
-    others = list(benchmark.watches.exclude(repo_key=key or "").values_list("repo_key", flat=True))
-    if others:
-        raise ApplyError(f"{where}: watched by {others}, so its engine must stay that repository "
-                         "(remove the watch first)")
 
 
 def _engine_source(spec, where: str, outcome: Outcome) -> EngineSource | None:
@@ -168,7 +116,7 @@ def _engine_source(spec, where: str, outcome: Outcome) -> EngineSource | None:
         except RepoURLError:
             continue
     source = EngineSource(name=key[:100], kind=EngineSource.Kind.GIT, repo_url=spec["repo"])
-    _clean(source, f"{where}: engine")
+    clean(source, f"{where}: engine")
     source.save()
     outcome.changes.append(f"create engine source {key} ({spec['repo']})")
     return source
@@ -179,7 +127,7 @@ def _variants_apply(benchmark: Benchmark, specs, where: str, outcome: Outcome) -
         raise ApplyError(f"{where}: variants must be a non-empty list")
     names = []
     for i, spec in enumerate(specs):
-        spec = _mapping(spec, f"{where}.variants[{i}]")
+        spec = mapping(spec, f"{where}.variants[{i}]")
         unknown = sorted(set(spec) - set(_VARIANT_FIELDS))
         if unknown:
             raise ApplyError(f"{where}.variants[{i}]: unknown fields {unknown}; allowed: {sorted(_VARIANT_FIELDS)}")
@@ -232,11 +180,11 @@ def _variant_apply(benchmark, variant, spec, position, where, outcome, must_save
               "position": position}
     for name in ("flags", "env"):
         _check_json_shape(Variant._meta.get_field(name), values[name], where)
-    before = _snapshot(variant, values)
+    before = snapshot(variant, values)
     for name, value in values.items():
         setattr(variant, name, value)
-    _clean(variant, where, validate_unique=False, validate_constraints=False)
-    changed = _diff(before, variant)
+    clean(variant, where, validate_unique=False, validate_constraints=False)
+    changed = diff(before, variant)
     if creating or changed or must_save:
         variant.save()
     if creating:
@@ -253,60 +201,3 @@ def _note_settings_change(benchmark: Benchmark, variant: str, before: dict, obj:
         whose = f"variant {variant}" if variant else "benchmark"
         text = f"settings changed ({whose}: {', '.join(names)}): a new series from here (bench_apply)"
         Annotation.objects.create(benchmark=benchmark, text=text[:200], starts_at=timezone.now())
-
-
-def _watch_apply(spec: dict, where: str, outcome: Outcome) -> str:
-    missing = sorted(_WATCH_FIELDS - set(spec))
-    unknown = sorted(set(spec) - _WATCH_FIELDS - _WATCH_OPTIONAL)
-    if missing or unknown:
-        raise ApplyError(f"{where}: missing fields {missing}, unknown fields {unknown}; a watch has "
-                         f"{sorted(_WATCH_FIELDS)} and optionally {sorted(_WATCH_OPTIONAL)}")
-    try:
-        key = repo_key(spec["repo"])
-    except RepoURLError as exc:
-        raise ApplyError(f"{where}: repo: {exc}") from None
-    where = f"{where} ({key})"
-    watch = RepoWatch.objects.filter(repo_key=key).first()
-    creating = watch is None
-    watch = watch or RepoWatch(repo_key=key)
-    before = _snapshot(watch, ["repo_url", "branches", "secret_env", "pull_requests"])
-    watch.repo_url, watch.branches, watch.secret_env = spec["repo"], spec["branches"], spec["secret_env"]
-    watch.pull_requests = {} if spec.get("pull_requests") is None else spec["pull_requests"]
-    _clean(watch, where)
-    benchmarks = _watched_benchmarks(spec["benchmarks"], key, where)
-    changed = _diff(before, watch)
-    if creating or changed:
-        watch.save()
-    old = set() if creating else set(watch.benchmarks.values_list("slug", flat=True))
-    new = {b.slug for b in benchmarks}
-    if old != new:
-        watch.benchmarks.set(benchmarks)
-        changed.append(f"benchmarks: {sorted(old)} -> {sorted(new)}")
-    if creating:
-        outcome.changes.append(f"create watch {key}: branches {watch.branches} -> {sorted(new)}")
-    elif changed:
-        outcome.changes.append(f"update watch {key}: " + ", ".join(changed))
-    if not os.environ.get(watch.secret_env):
-        outcome.notes.append(f"watch {key}: ${watch.secret_env} is not set here; the web process needs it, "
-                             "or every delivery is refused")
-    return key
-
-
-def _watched_benchmarks(slugs, key: str, where: str) -> list[Benchmark]:
-    if not isinstance(slugs, list) or not slugs or not all(isinstance(s, str) for s in slugs):
-        raise ApplyError(f"{where}: benchmarks must be a non-empty list of slugs")
-    found = {b.slug: b for b in Benchmark.objects.filter(slug__in=slugs).select_related("engine_source")}
-    missing = [s for s in slugs if s not in found]
-    if missing:
-        raise ApplyError(f"{where}: no benchmarks {missing} (in the file or the database)")
-    for benchmark in found.values():
-        source = benchmark.engine_source
-        try:
-            ok = source is not None and bool(source.repo_url) and repo_key(source.repo_url) == key
-        except RepoURLError:
-            ok = False
-        if not ok:
-            engine = source.repo_url if source is not None and source.repo_url else "the installed engine"
-            raise ApplyError(f"{where}: benchmark {benchmark.slug!r} runs {engine}, not {key}: a push's commit "
-                             "could not be built for it (give it `engine: {repo: ...}` of this repository)")
-    return [found[s] for s in slugs]

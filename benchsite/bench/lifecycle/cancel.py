@@ -5,8 +5,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..models import Run
-from ..pages import home_cache
-from .dispatch import _release_after
+from ..domain import home_cache
+from .dispatch import pool_release_after
 from .outcome import RunFacts, run_outcome
 from .signals import outcome_changed
 
@@ -28,5 +28,5 @@ def run_cancel(*, run: Run) -> bool:
         app.control.revoke(run.task_id, terminate=True, signal="SIGTERM")
     run.refresh_from_db()
     if updated:
-        _release_after(run)
+        pool_release_after(run)
     return bool(updated)

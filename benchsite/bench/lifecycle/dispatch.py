@@ -7,6 +7,8 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
+from runners.contract import EXECUTE_RUN
+
 from ..models import Run
 from . import jobspec
 
@@ -15,7 +17,8 @@ log = logging.getLogger(__name__)
 
 def run_spec(run: Run) -> dict:
     """The plain-JSON job a GPU worker executes (runners.contract.JobSpec): the one the run was
-    triggered with (jobspec.py), or for a run from before specs were kept, rebuilt."""
+    triggered with, filled in (jobspec.py, contract.spec_sent: not validated again), or for a run
+    from before specs were kept, rebuilt."""
     return jobspec.run_spec(run)
 
 
@@ -30,7 +33,7 @@ def enqueue_run(run_id: int, queue: str = "") -> None:
     jobspec.run_spec_keep(run)
     limit = run.benchmark.time_limit_s
     result = app.send_task(
-        "bench.execute_run",
+        EXECUTE_RUN,
         args=[run.id, run_spec(run)],
         kwargs={"batch": str(run.batch)},  # the worker's comm health check runs once per batch
         queue=queue or run.benchmark.queue,
@@ -82,7 +85,7 @@ def _send_released(run_id: int, queue: str) -> None:
         Run.objects.filter(id=run_id, state=Run.State.QUEUED).update(task_id="", sent_at=None)
 
 
-def _release_after(run: Run) -> None:
+def pool_release_after(run: Run) -> None:
     """A run of the pool is final: the held ones may go (after the run_finished listeners, which
     may have queued a confirmation that outranks a held bisection)."""
     transaction.on_commit(partial(runs_release, pool=run.benchmark.gpu_pool))

@@ -9,28 +9,28 @@ from runners.contract import FAILURE_KINDS, BuildInfo
 
 from ..models import Run
 from ..storage import artifacts as artifact_store
-from .dispatch import _release_after
+from .dispatch import pool_release_after
 from .judge import judge_finished_run
 from .outcome import RunFacts, run_outcome
-from .progress import _stale_execution
-from .results import _discard_artifacts, _record_build, _store_artifacts
+from .progress import is_stale_execution
+from .results import artifacts_discard, artifacts_store, build_record
 
 log = logging.getLogger(__name__)
 
 
 def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None, failure_kind: str = "",
-             build: dict | None = None, task_id: str = "") -> bool:
+             build: BuildInfo | None = None, task_id: str = "") -> bool:
     """Fail a run that is not final yet, keeping what the worker sent (its log tail above all),
     where it failed (`failure_kind`, one of contract.FAILURE_KINDS) and what it had built."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(id=run_id)
-        if run.is_final or _stale_execution(run, task_id):
+        if run.is_final or is_stale_execution(run, task_id):
             if run.is_final:
                 log.warning("failure for run %s ignored: it is %s (%s)", run_id, run.state, error[:200])
-            transaction.on_commit(partial(_discard_artifacts, run_id, artifacts))
+            transaction.on_commit(partial(artifacts_discard, run_id, artifacts))
             return False
-        _store_artifacts(run, artifacts or [])
-        _record_build(run, BuildInfo.from_dict(build) if isinstance(build, dict) else None)
+        artifacts_store(run, artifacts or [])
+        build_record(run, build)
         run.state = Run.State.FAILED
         run.error = error
         run.failure_kind = failure_kind if failure_kind in FAILURE_KINDS else Run.FailureKind.WORKER
@@ -40,5 +40,5 @@ def run_fail(*, run_id: int, error: str, artifacts: list[dict] | None = None, fa
             run.phase = ""
         run.save(update_fields=["state", "error", "failure_kind", "finished_at", "outcome", "outcome_final", "phase"])
         judge_finished_run(run)
-        _release_after(run)
+        pool_release_after(run)
     return True

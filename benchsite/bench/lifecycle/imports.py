@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runners.analysis.share import with_headline_ceiling
-from runners.contract import HostInfo, JobResult, LadderFile, Measurement
+from runners.contract import JobResult, LadderFile, Measurement
 
 from ..models import Benchmark, Run
 from .complete import run_complete
@@ -18,8 +18,9 @@ from .trigger import variant_create
 def runs_import(*, data: dict, gpu_pool: str = "imported") -> list[Run]:
     """Load a `runners ladder` result file (an offline GPU host's runs) as one batch. Each run
     keeps the times it was measured (created, started, finished, from the file), the host it ran
-    on (its result's, else the file's) and one headline ceiling
-    (runners.analysis.share.with_headline_ceiling: an older file's may follow another share)."""
+    on (its result's: contract.LadderFile gives an older file's results the file's) and one
+    headline ceiling (runners.analysis.share.with_headline_ceiling: an older file's may follow
+    another share)."""
     ladder = LadderFile.from_dict(data)
     spec = ladder.benchmark
     batch = uuid.uuid4()
@@ -63,9 +64,6 @@ def _import_entry(benchmark: Benchmark, entry: dict, *, batch, host: dict) -> Ru
     run.created_at = created
     if entry["state"] == "SUCCEEDED":
         result = JobResult.from_dict(entry["result"])
-        if result.host is None and host:  # an older file: the host of the whole ladder
-            file_host = HostInfo.from_dict(host)
-            result.host = file_host if file_host.has_fingerprint else None
         result.measurements = [Measurement.from_dict(m) for m in
                                with_headline_ceiling([m.to_dict() for m in result.measurements])]
         run_complete(run_id=run.id, result=result)

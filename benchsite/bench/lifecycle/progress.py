@@ -25,7 +25,7 @@ def run_progress(*, run_id: int, phase: str, state: str | None = None, task_id: 
     (runs.filter(task_id=task_id) if task_id else runs).update(**changes)
 
 
-def _stale_execution(run: Run, task_id: str) -> bool:
+def is_stale_execution(run: Run, task_id: str) -> bool:
     """A message of an execution the run no longer belongs to (re-queued after a lost worker)."""
     if task_id and run.task_id and task_id != run.task_id:
         log.warning("message for run %s from task %s ignored: the run belongs to task %s", run.id, task_id,

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from ..models import Run
 from . import dispatch
-from .dispatch import _release_after
+from .dispatch import pool_release_after
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def run_requeue(*, run_id: int, reason: str, cutoff) -> bool:
         if run.priority == Run.Priority.FIRST:
             transaction.on_commit(partial(dispatch.enqueue_run, run.id))
         else:  # held again: what came meanwhile may outrank it
-            _release_after(run)
+            pool_release_after(run)
     return True
 
 

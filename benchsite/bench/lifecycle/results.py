@@ -26,7 +26,7 @@ def _artifact_ref(run: Run, artifact: dict) -> dict:
     return {"error": artifact.get("error") or f"artifact {artifact['name']} not stored"}
 
 
-def _store_artifacts(run: Run, artifacts: list[dict]) -> None:
+def artifacts_store(run: Run, artifacts: list[dict]) -> None:
     """One row per artifact: its stored file, or the reason it has none (the run's other results
     land either way)."""
     for artifact in artifacts:
@@ -37,7 +37,7 @@ def _store_artifacts(run: Run, artifacts: list[dict]) -> None:
                                 size=ref.get("size", 0), sha256=ref.get("sha256", ""), error=ref.get("error", "")[:2000])
 
 
-def _discard_artifacts(run_id: int, artifacts: list[dict] | None) -> None:
+def artifacts_discard(run_id: int, artifacts: list[dict] | None) -> None:
     """Files written for a result that is ignored (late, or of a stale execution) are deleted;
     never one a stored row points to (a redelivered or retried message of a recorded result)."""
     files = {a["file"] for a in artifacts or [] if isinstance(a.get("file"), str)
@@ -54,7 +54,7 @@ def artifact_create(*, run: Run, kind: str, name: str, content: str | bytes) -> 
                                    sha256=ref["sha256"])
 
 
-def _record_build(run: Run, build: BuildInfo | None) -> None:
+def build_record(run: Run, build: BuildInfo | None) -> None:
     """What the worker built (path, resolved commit, version, duration) as the run's Build; the
     resolved commit becomes the run's `commit` (its `ref` keeps what was asked for)."""
     if not build:

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from runners.contract import LadderFile
 
-from ..models import Benchmark, Run
+from ..models import Annotation, Benchmark, Run
 
 
 FINISHED = (Run.State.SUCCEEDED, Run.State.FAILED, Run.State.CANCELLED)
@@ -105,12 +105,11 @@ def ladder_from_export(data: dict) -> dict:
 def runs_export_import(*, data: dict, note: str = "") -> list[Run]:
     """Import the export as one batch (imports.runs_import); NOTE, when given, becomes an
     annotation over the time the runs were measured (the waterfall and the charts show it)."""
-    from ..pages.annotations import annotation_create
     from .imports import runs_import
 
     runs = runs_import(data=ladder_from_export(data))
     if note and runs:
         times = Run.objects.filter(id__in=[r.id for r in runs]).values_list("created_at", "finished_at")
-        annotation_create(benchmark=runs[0].benchmark, user=None, text=note,
-                          starts_at=min(t[0] for t in times), ends_at=max(t[1] or t[0] for t in times))
+        Annotation.objects.create(benchmark=runs[0].benchmark, created_by=None, text=note,
+                                  starts_at=min(t[0] for t in times), ends_at=max(t[1] or t[0] for t in times))
     return runs

@@ -45,7 +45,7 @@ def runs_trigger(*, benchmark: Benchmark, trigger: str, user=None, variants=None
     knows it (a push), else the worker tells. `merge_base_with` (a branch): the runs measure the
     merge base of `ref` and that branch, which the worker resolves. `like` (a run of the same
     variant, with a kept spec): the runs take its settings, not the benchmark's as they are now
-    (jobspec.template_like: a confirmation or a bisection step measures what its series did)."""
+    (contract.template_like: a confirmation or a bisection step measures what its series did)."""
     chosen = list(variants) if variants is not None else list(benchmark.variants.all())
     _check_trigger(benchmark, chosen, ref=ref, commit=commit, merge_base_with=merge_base_with, repeats=repeats)
     patches = list(patches)
@@ -110,17 +110,15 @@ def _check_trigger(benchmark: Benchmark, chosen: list, *, ref: str, commit: str,
 def _kept_specs(benchmark: Benchmark, variants: list, *, ref: str, commit: str, merge_base_with: str,
                 repeats: int | None, patches: list, like: Run | None = None) -> dict:
     """{variant id: its KeptSpec row}, LIKE's settings for LIKE's variant; TriggerError when the
-    settings make no valid job."""
+    settings and the uploaded PATCHES make no valid job (each run's whole job is validated here,
+    once: contract.spec_template and template_like)."""
+    run = {"ref": ref, "commit": commit, "merge_base_with": merge_base_with, "repeats": repeats, "patches": patches}
     try:
         benchmark_patches = jobspec.benchmark_patch_specs(benchmark)
-        templates = {variant.id: jobspec.spec_template(benchmark, variant, repeats=repeats, ref=ref, commit=commit,
-                                                       merge_base_with=merge_base_with,
-                                                       benchmark_patches=benchmark_patches)
+        templates = {variant.id: jobspec.spec_template(benchmark, variant, benchmark_patches=benchmark_patches, **run)
                      if like is None or like.kept_spec_id is None or like.variant_id != variant.id else
-                     jobspec.template_like(like.kept_spec, benchmark, ref=ref, commit=commit,
-                                           merge_base_with=merge_base_with, repeats=repeats)
+                     jobspec.template_like(like.kept_spec, benchmark, **run)
                      for variant in variants}
-        jobspec.check_run_patches(patches)
     except SpecError as exc:
         raise TriggerError(f"benchmark {benchmark.name!r}: {exc}") from None
     return {variant_id: jobspec.spec_keep(template) for variant_id, template in templates.items()}

@@ -1,5 +1,5 @@
 # The home page's per-benchmark cache: a version per benchmark that every write changing its
-# summaries renews (bench/pages/home_cache.py). Rows are made by the first such write.
+# summaries renews (bench/domain/home_cache.py). Rows are made by the first such write.
 
 import django.db.models.deletion
 from django.db import migrations, models

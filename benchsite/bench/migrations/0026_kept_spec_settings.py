@@ -3,7 +3,7 @@
 
 from django.db import migrations, models
 
-from benchsite.bench.lifecycle.jobspec import settings_digest
+from runners.contract import settings_digest
 
 
 def fill_settings(apps, schema_editor):

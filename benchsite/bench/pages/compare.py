@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from django.db.models import Q
-from runners.contract import METRICS, workload_points
+from runners.contract import (KV_BYTES_PER_TOKEN, LAUNCH_GAP_MS, MEM_BANDWIDTH_GB_S, METRICS, WEIGHT_BYTES_PER_GPU,
+                              workload_points)
 
 from ..models import Benchmark, Measurement, Run
 from .runpage import POINT_COLUMNS
@@ -31,10 +32,21 @@ def _verdict(direction: str, delta: float, significance: str) -> str:
     return "better" if better else "worse"
 
 
+# The step's time budget closes the table, as on the run page: the floor's inputs, then the
+# launch gaps. Every other metric keeps the probes' registration order (decode, correctness,
+# allreduce, then plug-ins'), and a metric no probe declares comes last, by name.
+BUDGET_LAST = (MEM_BANDWIDTH_GB_S, WEIGHT_BYTES_PER_GPU, KV_BYTES_PER_TOKEN, LAUNCH_GAP_MS)
+
+
+def metric_order(names) -> list[str]:
+    known = [name for name in METRICS if name in names and name not in BUDGET_LAST]
+    return (known + [name for name in BUDGET_LAST if name in names]
+            + sorted(set(names) - set(METRICS) - set(BUDGET_LAST)))
+
+
 def metric_rows(a: Run, b: Run) -> list[dict]:
     ma, mb = {m.metric: m for m in a.measurements.all()}, {m.metric: m for m in b.measurements.all()}
-    order = [name for name in METRICS if name in ma or name in mb]
-    order += sorted((set(ma) | set(mb)) - set(order))
+    order = metric_order(set(ma) | set(mb))
     rows = []
     for name in order:
         x, y = ma.get(name), mb.get(name)

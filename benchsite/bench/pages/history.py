@@ -1,5 +1,5 @@
 """A benchmark's history of one metric for its charts: one series per variant, the main line's
-commits in first-parent order on x (bench.branches), error bars from confidence intervals, runs
+commits in first-parent order on x (bench.domain.branches), error bars from confidence intervals, runs
 judged incorrect and runs of other branches apart from the line, the benchmark's annotations
 placed on the same x axis, and at most MAX_POINTS points per series."""
 from __future__ import annotations
@@ -19,13 +19,14 @@ from django.utils import timezone
 from runners.contract import (ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, CORRECT, DECODE_TOK_S, ITL_MS_P99, METRICS,
                               TTFT_MS)
 
-from .branches import first_parent_order, main_line
+from ..domain.branches import first_parent_order, main_line
 from .downsample import lttb_indices
-from .units import chart_display, metric_text, range_text
+from ..domain.units import chart_display, metric_text, range_text
 from ..models import Benchmark, Measurement, Run
 
 # The timelines of a benchmark page, in this order; any registry metric can be asked for.
 HISTORY_METRICS = (DECODE_TOK_S, TTFT_MS, ITL_MS_P99, ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL)
+TP_METRICS = (ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL)  # one GPU makes no allreduce: nothing to chart
 MAX_POINTS = 1000  # a chart's width in pixels, about: at 5 series the JSON stays under 300 KB gzip-compressed
 
 
@@ -118,7 +119,7 @@ def _tick(entry: tuple) -> dict:
     return {"commit": commit, "batch": str(uuid.UUID(batch)), "t": _when(created).isoformat()}
 
 
-def _place_annotations(annotations, axis: list[tuple]) -> list[dict]:
+def placed_annotations(annotations, axis: list[tuple]) -> list[dict]:
     """Each annotation with the x range it covers (None when its commit or dates are not on the axis)."""
     placed, dates = [], None
     for a in annotations:
@@ -160,7 +161,7 @@ def _apart_point(p: tuple) -> dict:
     return {**_point(p), "commit": commit, "branch": branch, "incorrect": incorrect}
 
 
-def _series(benchmark: Benchmark, metric: str, max_points: int, variants: list[dict], point: str = "") -> dict:
+def chart_series(benchmark: Benchmark, metric: str, max_points: int, variants: list[dict], point: str = "") -> dict:
     """The chart's per-variant points and the axis: everything but the annotations."""
     rows, line_name = _rows(benchmark, metric, point), main_line(benchmark)
     line_rows = [r for r in rows if not line_name or r[_BRANCH] == line_name]
@@ -189,14 +190,16 @@ def _series(benchmark: Benchmark, metric: str, max_points: int, variants: list[d
     return {"main_line": line_name, "x_count": len(axis), "axis": ticks, "variants": series, "full_axis": axis}
 
 
-def _head(benchmark: Benchmark, metric: str, point: str = "") -> dict:
+def chart_head(benchmark: Benchmark, metric: str, point: str = "") -> dict:
+    """The chart's header: what it shows and how its values read."""
     info = METRICS[metric]
     return {"benchmark": benchmark.slug, "metric": metric, "point": point or benchmark.default_point,
             "label": info.label, "unit": info.unit,
             "direction": info.direction, "display": chart_display(metric)}
 
 
-def _variants(benchmark: Benchmark) -> list[dict]:
+def chart_variants(benchmark: Benchmark) -> list[dict]:
+    """The benchmark's variants in page order: id, name, position."""
     return list(benchmark.variants.order_by("position").values("id", "name", "position"))
 
 
@@ -204,10 +207,10 @@ def benchmark_history(*, benchmark: Benchmark, metric: str, max_points: int = MA
     """The chart JSON of one metric. Points: {run, x, y, lo, hi, ref, build} on the line,
     incorrect runs in their variant's `incorrect` list; `axis` maps the x positions the points
     use to their commit, batch and first date. POINT: a workload point's id ("" the first)."""
-    series = _series(benchmark, metric, max_points, _variants(benchmark), point)
+    series = chart_series(benchmark, metric, max_points, chart_variants(benchmark), point)
     full_axis = series.pop("full_axis")
-    return {**_head(benchmark, metric, point), **series,
-            "annotations": _place_annotations(benchmark.annotations.all(), full_axis)}
+    return {**chart_head(benchmark, metric, point), **series,
+            "annotations": placed_annotations(benchmark.annotations.all(), full_axis)}
 
 
 CACHE_TTL_S = 600  # bounds how long an edit the version below cannot see (a deleted measurement) shows
@@ -230,18 +233,19 @@ def benchmark_history_json(*, benchmark: Benchmark, metric: str, max_points: int
     ~100 ms of CPU to read, shape and encode; a cached chart ~15 ms). One cache entry per chart,
     holding its version: a new version replaces the old entry instead of piling up beside it.
     Variant names and annotations are read on every request: renames and new notes show at once."""
-    variants = _variants(benchmark)
+    variants = chart_variants(benchmark)
     shape = (_data_version(benchmark), [tuple(v.values()) for v in variants], main_line(benchmark))
     version = hashlib.sha256(repr(shape).encode()).hexdigest()
     key = f"bench:chart:{benchmark.pk}:{metric}:{max_points}" + (f":{point}" if point else "")
     cached = cache.get(key)
     if cached is None or cached[0] != version:
-        series = _series(benchmark, metric, max_points, variants, point)
+        series = chart_series(benchmark, metric, max_points, variants, point)
         full_axis = series.pop("full_axis")
         cached = (version, full_axis, json.dumps(series, cls=DjangoJSONEncoder)[1:-1])  # the object's members
         cache.set(key, cached, CACHE_TTL_S)
     _, full_axis, members = cached
-    rest = {**_head(benchmark, metric, point), "annotations": _place_annotations(benchmark.annotations.all(), full_axis)}
+    rest = {**chart_head(benchmark, metric, point),
+            "annotations": placed_annotations(benchmark.annotations.all(), full_axis)}
     return ("{" + members + "," + json.dumps(rest, cls=DjangoJSONEncoder)[1:]).encode()
 
 
@@ -258,6 +262,13 @@ def _table_row(row: dict, verdict: float | None, line_name: str) -> dict:
             "commit": row["run__commit"][:10], "iso": when.isoformat(), "when": when.strftime("%Y-%m-%d %H:%M"),
             "value": metric_text(metric, row["value"]), "ci": ci, "verdict": verdict,
             "off_line": bool(line_name) and row["run__branch"] != line_name, "branch": row["run__branch"]}
+
+
+def page_metrics(benchmark: Benchmark) -> tuple[str, ...]:
+    """The timelines the benchmark's page charts: the allreduce ones only above TP=1."""
+    if benchmark.tensor_parallel_size > 1:
+        return HISTORY_METRICS
+    return tuple(m for m in HISTORY_METRICS if m not in TP_METRICS)
 
 
 def history_tables(*, benchmark: Benchmark, metrics=HISTORY_METRICS) -> list[dict]:

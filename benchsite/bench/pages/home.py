@@ -11,8 +11,8 @@ from django.db.models import Exists, F, FilteredRelation, OuterRef, Q, Subquery
 
 from runners.contract import CORRECT, DECODE_TOK_S
 
-from . import home_cache
-from .branches import main_line
+from ..domain import home_cache
+from ..domain.branches import main_line
 from ..models import Benchmark, Measurement, Run, Variant
 
 SPARK_POINTS = 30  # successful runs per variant in the sparkline
@@ -79,13 +79,22 @@ outcome, and the sparkline."""
         "latest": latest, "previous": previous, "change": change,
         "verdict": None if newest is None else newest["verdict"], "verdict_run": newest and newest["run_id"],
         "outcome": newest and newest["run__outcome"], "outcome_final": newest and newest["run__outcome_final"],
+        # the outcome's commit, shown only where it is not the tok/s figure's: the row then mixes two commits
+        "outcome_commit": _other_commit(newest, latest),
         "spark": ",".join(f"{r['value']:.4g}" for r in reversed(good)),
     }
 
 
+def _other_commit(newest: dict | None, latest: dict | None) -> str:
+    """NEWEST's commit when it is not LATEST's run's commit ("" when the same, or unknown)."""
+    if not newest or not newest["run__commit"] or (latest and newest["run__commit"] == latest["run__commit"]):
+        return ""
+    return newest["run__commit"]
+
+
 def _compute(benchmarks: list[Benchmark], every: bool = False) -> dict[int, list[dict]]:
     """Per benchmark id of BENCHMARKS, its variants' summaries [{variant, latest, previous, change,
-    verdict, verdict_run, outcome, outcome_final, spark}] in position order, from the raw tables
+    verdict, verdict_run, outcome, outcome_final, outcome_commit, spark}] in position order, from the raw tables
     (EVERY: BENCHMARKS are all there are)."""
     variants = _variants_with_cutoff()
     if not every:

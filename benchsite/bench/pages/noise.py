@@ -16,7 +16,7 @@ from django.db.models import F, Q, Subquery
 from runners.contract import DECODE_TOK_S
 
 from ..models import Measurement, Run
-from .selectors import split_samples
+from ..domain.samples import split_samples
 
 RECENT_RUNS = 10
 MIN_RUNS = 3  # a CV of two runs says little

@@ -7,7 +7,8 @@ from functools import partial
 
 from django.db import transaction
 
-from . import rollups, write_watch
+from . import rollups
+from ..domain import write_watch
 
 # A run's fields the charts read (history._rows); saves of other fields (progress, heartbeats) change no chart.
 CHART_RUN_FIELDS = frozenset({"state", "trigger", "commit", "branch", "ref", "build", "variant", "batch", "created_at"})

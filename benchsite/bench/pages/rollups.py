@@ -24,7 +24,7 @@ from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from . import history
-from .branches import main_line
+from ..domain.branches import main_line
 from ..models import Benchmark, Run, SeriesRollup
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def default_charts(benchmark: Benchmark) -> list[tuple[str, str]]:
 
 
 def _build(benchmark: Benchmark, metric: str, point: str, variants: list[dict]) -> tuple[str, str]:
-    series = history._series(benchmark, metric, history.MAX_POINTS, variants, point)
+    series = history.chart_series(benchmark, metric, history.MAX_POINTS, variants, point)
     full_axis = series.pop("full_axis")
     return json.dumps(series, cls=DjangoJSONEncoder)[1:-1], json.dumps(full_axis)
 
@@ -73,7 +73,7 @@ def rebuild(benchmark: Benchmark, metric: str, point: str, *, variants: list[dic
     """Build one series from the raw tables and store it (unless a write came meanwhile: then the
     row stays stale for that write's own rebuild). GENERATION: the row's as the caller read it
     (None: no row yet). Four queries whether the row exists or not. Returns the rollup as built."""
-    variants = history._variants(benchmark) if variants is None else variants
+    variants = history.chart_variants(benchmark) if variants is None else variants
     if generation is _UNREAD:
         generation = (SeriesRollup.objects.filter(benchmark=benchmark, metric=metric, point=point)
                       .values_list("generation", flat=True).first())
@@ -116,7 +116,7 @@ def refresh_benchmark(benchmark: Benchmark, *, rebuild_all: bool = False, report
     """Bring BENCHMARK's series up to date: rebuild those stale, missing, laid out for other variants
     or built from another version of the raw data (every one with REBUILD_ALL)."""
     report = report or RefreshReport()
-    variants, source = history._variants(benchmark), source_version(benchmark)
+    variants, source = history.chart_variants(benchmark), source_version(benchmark)
     shape = chart_shape(benchmark, variants)
     kept = {(r.metric, r.point): r for r in SeriesRollup.objects.filter(benchmark=benchmark)
             .only("metric", "point", "stale", "shape", "source")}
@@ -143,7 +143,7 @@ def refresh_after_write(benchmark_id: int) -> None:
         if not stale:  # an earlier write of the same transaction rebuilt them
             return
         SeriesRollup.objects.filter(benchmark=benchmark, stale=True).update(rebuilding_since=timezone.now())
-        variants, source = history._variants(benchmark), source_version(benchmark)
+        variants, source = history.chart_variants(benchmark), source_version(benchmark)
         for metric, point in stale:
             rebuild(benchmark, metric, point, variants=variants, source=source)
     except Exception:  # noqa: BLE001 - logged; the series stay stale and are rebuilt on the next read
@@ -160,7 +160,7 @@ def chart_json(*, benchmark: Benchmark, metric: str, max_points: int = history.M
     rollup, annotations) when it is current, three more when it is rebuilt first. Other max_points are shaped from the raw tables."""
     if max_points != history.MAX_POINTS:
         return history.benchmark_history_json(benchmark=benchmark, metric=metric, max_points=max_points, point=point)
-    variants = history._variants(benchmark)
+    variants = history.chart_variants(benchmark)
     row = (SeriesRollup.objects.filter(benchmark=benchmark, metric=metric, point=point)
            .values("stale", "shape", "generation", "members", "full_axis", "rebuilding_since").first())
     if row is None or row["shape"] != chart_shape(benchmark, variants) or (row["stale"] and not _rebuilding(row)):
@@ -168,5 +168,6 @@ def chart_json(*, benchmark: Benchmark, metric: str, max_points: int = history.M
         row = {"members": built.members, "full_axis": built.full_axis}
     annotations = list(benchmark.annotations.all())
     full_axis = [tuple(entry) for entry in json.loads(row["full_axis"])] if annotations else []
-    rest = {**history._head(benchmark, metric, point), "annotations": history._place_annotations(annotations, full_axis)}
+    rest = {**history.chart_head(benchmark, metric, point),
+            "annotations": history.placed_annotations(annotations, full_axis)}
     return ("{" + row["members"] + "," + json.dumps(rest, cls=DjangoJSONEncoder)[1:]).encode()

@@ -17,7 +17,7 @@ from . import selectors
 from ..lifecycle import jobspec
 from ..storage.artifacts import ArtifactError
 from ..models import Artifact, Measurement, Run
-from .units import metric_text
+from ..domain.units import metric_text
 from ..lifecycle.timebudget import run_time_budget
 
 

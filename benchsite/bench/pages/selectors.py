@@ -7,7 +7,8 @@ from django.utils import timezone
 from runners.contract import CORRECT, DECODE_TOK_S
 
 from ..storage.artifacts import ArtifactError, read_tail
-from .branches import main_line_q
+from ..domain.branches import main_line_q
+from ..domain.samples import split_samples
 from ..models import Artifact, Benchmark, Measurement, Run, Variant
 
 LOG_TAIL_LINES = 60
@@ -19,7 +20,7 @@ LOG_TAIL_BYTES = 64 * 1024  # read from the stored log's end: a log of any size 
 
 def _variants_with_latest(line: Q = Q()) -> QuerySet[Variant]:
     """Variants annotated with their latest run (any state) and latest successful decode tok/s
-    (of the runs LINE selects: a benchmark's main line, bench.branches)."""
+    (of the runs LINE selects: a benchmark's main line, bench.domain.branches)."""
     latest_run = Run.objects.filter(variant=OuterRef("pk")).order_by("-created_at", "-id")
     # A run judged incorrect never reports its speed as the variant's latest figure. The newest
     # good run is found on runs (by the variant's index), then its value: sorting the joined
@@ -90,16 +91,6 @@ def run_measurements(*, run: Run) -> list[Measurement]:
     for m in measurements:
         m.clean_samples, m.flagged = split_samples(m)
     return measurements
-
-
-def split_samples(m: Measurement) -> tuple[list, dict]:
-    """(clean samples, {flag: count}); flags that do not line up with the samples flag nothing."""
-    flags = m.sample_flags if len(m.sample_flags or []) == len(m.samples or []) else [""] * len(m.samples or [])
-    flagged: dict[str, int] = {}
-    for flag in flags:
-        if flag:
-            flagged[flag] = flagged.get(flag, 0) + 1
-    return [s for s, flag in zip(m.samples or [], flags) if not flag], flagged
 
 
 def run_log_tail(*, run: Run, lines: int = LOG_TAIL_LINES) -> tuple[Artifact | None, str]:

@@ -8,11 +8,12 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ..storage import artifacts as artifact_store
-from . import compare, history, home, permissions, rollups, runpage, selectors, waterfall
+from . import compare, history, home, rollups, runpage, selectors, waterfall
+from ..domain import permissions
 from ..worker import pools
 from ..lifecycle import cancel, trigger
 from .annotations import AnnotationForm, annotation_create
-from .branches import main_line
+from ..domain.branches import main_line
 from .forms import TriggerForm
 from .noise import variant_noise
 from ..lifecycle.trigger_plan import trigger_plan
@@ -44,7 +45,7 @@ def _benchmark_page(request, benchmark, form, status=200, annotation_form=None):
         "form": form,
         "annotation_form": annotation_form or (AnnotationForm() if permissions.is_member(request.user) else None),
         "annotations": list(benchmark.annotations.select_related("created_by")),
-        "history_tables": history.history_tables(benchmark=benchmark),
+        "history_tables": history.history_tables(benchmark=benchmark, metrics=history.page_metrics(benchmark)),
         **_chart_points(request, benchmark),
         "main_line": main_line(benchmark),
         "run_url_prefix": _run_url_prefix(),

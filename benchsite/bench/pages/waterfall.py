@@ -12,7 +12,7 @@ from runners.contract import ALLREDUCE_SHARE, CORRECT, DECODE_TOK_S
 
 from ..models import Annotation, Benchmark, Measurement, Run
 from ..lifecycle.tookeffect import took_effect_view
-from .units import change_text, chart_display, number
+from ..domain.units import change_text, chart_display, number
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{4,64}$")
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-TRACE_KINDS = ("profiler_trace",)
-LOG_KINDS = ("server_log", "build_log")
+from runners.contract import BUILD_LOG, PROFILER_TRACE, SERVER_LOG
+
+TRACE_KINDS = (PROFILER_TRACE,)
+LOG_KINDS = (SERVER_LOG, BUILD_LOG)
 # probe_json is not here: it holds the greedy output that later runs' correctness is judged
 # against, and it is small (docs/operations.md "Capacity"); like measurements, it is kept forever.
 

@@ -144,7 +144,7 @@ def ref_problem(ref: dict, run_id: int) -> str | None:
         size = store.size(file)
     except Exception:  # noqa: BLE001 - missing (FileNotFoundError, S3's 404 as ClientError)
         return (f"artifact {name} not found in the artifact storage: the GPU worker must write to the same "
-                "storage as the web (README 'Artifacts')")
+                "storage as the web (docs/artifacts.md)")
     if size != ref["size"]:
         return f"artifact {name}: {size} bytes in the storage, the worker reported {ref['size']}"
     return None

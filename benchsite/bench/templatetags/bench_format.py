@@ -1,7 +1,7 @@
-"""Number formats the dashboard templates share (the formats themselves: benchsite/bench/pages/units.py)."""
+"""Number formats the dashboard templates share (the formats themselves: benchsite/bench/domain/units.py)."""
 from django import template
 
-from ..pages import units
+from ..domain import units
 
 register = template.Library()
 

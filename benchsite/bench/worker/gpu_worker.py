@@ -2,7 +2,7 @@
 
 It imports no model and opens no database connection: a GPU host needs only the broker
 URL and the artifact storage (bench/storage/artifacts.py), where it writes logs and traces itself.
-Everything else it learns goes to the web queue as plain JSON messages.
+Everything else it learns goes to the web queue as the contract's messages (runners.messages).
 """
 import logging
 import socket
@@ -17,11 +17,12 @@ from kombu import Exchange, Queue
 
 from runners.config import RunnerConfig
 from runners.engine import orphans
-from runners.contract import ArtifactRef
+from runners.contract import RECORD_HOST_HEALTH, ArtifactRef
 from runners.envvars import EnvVarError
 from runners.probes.health import BatchHealthCheck
 from runners.hostinfo import fingerprint, host_info, host_queue
 from runners.job import JobError, run_job
+from runners.messages import MAX_ERROR_CHARS, Claim, Completion, Heartbeat, JobFailure, Progress, WorkerMessage
 from runners.outputs.livelog import LiveLog
 
 from ..storage.artifacts import STORING_PHASE, store_all
@@ -42,33 +43,44 @@ class Reporter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{run_id}", daemon=True)
 
-    def send(self, task: str, *args, **kwargs) -> None:
-        # task_id: the web side ignores messages of an execution that is no longer the run's own
-        kwargs = {**kwargs, "task_id": self.task_id} if self.task_id else kwargs
-        self.app.send_task(task, args=[self.run_id, *args], kwargs=kwargs, queue=settings.BENCH_WEB_QUEUE)
+    def send(self, message: WorkerMessage) -> None:
+        send_message(self.app, message)
 
-    def send_final(self, task: str, *args) -> None:
+    def send_final(self, message: Completion | JobFailure) -> None:
         """A result or failure must arrive: while the broker is away (restart, network), keep
         trying with backoff for up to BENCH_RESULT_SEND_TIMEOUT_S."""
         deadline = time.monotonic() + settings.BENCH_RESULT_SEND_TIMEOUT_S
         attempt = 0
         while True:
             try:
-                self.send(task, *args)
+                self.send(message)
                 if attempt:
-                    log.warning("run %s: %s delivered after %d retries", self.run_id, task, attempt)
+                    log.warning("run %s: %s delivered after %d retries", self.run_id, message.TASK, attempt)
                 return
             except Exception as exc:  # kombu OperationalError, redis ConnectionError, socket errors
                 attempt += 1
                 if time.monotonic() > deadline:
                     raise
-                log.warning("run %s: %s waits for the broker (attempt %d): %s", self.run_id, task, attempt, exc)
+                log.warning("run %s: %s waits for the broker (attempt %d): %s", self.run_id, message.TASK, attempt,
+                            exc)
                 time.sleep(min(10.0, 0.5 * attempt))
+
+    def fail(self, error: str, artifacts: list[dict] | None = None, kind: str = "worker",
+             build: dict | None = None) -> str:
+        """Send the run's failure (it must arrive, as a result must); an error longer than the
+        web side keeps is cut, so that the run still fails with its reason."""
+        self.send_final(JobFailure(run_id=self.run_id, error=error[:MAX_ERROR_CHARS], artifacts=artifacts or [],
+                                   failure_kind=kind, build=build, task_id=self.task_id))
+        return "failed"
+
+    def progress_message(self, log_tail: str | None = None, state: str | None = None) -> Progress:
+        # task_id: the web side ignores messages of an execution that is no longer the run's own
+        return Progress(run_id=self.run_id, phase=self.phase, state=state, task_id=self.task_id, log_tail=log_tail)
 
     def progress(self, phase: str, state: str | None = None) -> None:
         self.phase = phase
         try:
-            self.send("bench.record_progress", phase, state)
+            self.send(self.progress_message(state=state))
         except Exception:  # a lost phase message costs a label, not the run; heartbeats go on
             log.exception("progress of run %s not sent", self.run_id)
 
@@ -78,7 +90,7 @@ class Reporter:
         text = self.live.text()
         if text == self._sent_log:
             return False
-        self.send("bench.record_progress", self.phase, None, log_tail=text)
+        self.send(self.progress_message(log_tail=text))
         self._sent_log = text
         return True
 
@@ -89,7 +101,7 @@ class Reporter:
                 if self.send_log():
                     last_beat = time.monotonic()
                 elif time.monotonic() - last_beat >= settings.BENCH_HEARTBEAT_INTERVAL_S:
-                    self.send("bench.record_progress", self.phase, None)
+                    self.send(self.progress_message())
                     last_beat = time.monotonic()
             except Exception:  # a broker hiccup must not kill the run; the next beat retries
                 log.exception("heartbeat for run %s failed", self.run_id)
@@ -103,12 +115,16 @@ class Reporter:
         self._thread.join(timeout=5)
 
 
+def send_message(app, message: WorkerMessage):
+    """MESSAGE to the web queue in its wire form (only the arguments that differ from their
+    defaults by name: an older web side takes the ones it knows)."""
+    args, kwargs = message.task_args()
+    return app.send_task(message.TASK, args=args, kwargs=kwargs, queue=settings.BENCH_WEB_QUEUE)
+
+
 def _claim(task, run_id: int) -> bool:
-    host = socket.gethostname()
-    attempt = task.request.retries or 0
-    reply = task.app.send_task(  # `attempt` only on a retry: an older web side takes the 3 arguments
-        "bench.claim_run", args=[run_id, task.request.id or "", host], kwargs={"attempt": attempt} if attempt else {},
-        queue=settings.BENCH_WEB_QUEUE)
+    reply = send_message(task.app, Claim(run_id=run_id, task_id=task.request.id or "",
+                                         worker_host=socket.gethostname(), attempt=task.request.retries or 0))
     timeout_s = settings.BENCH_CLAIM_TIMEOUT_S
     try:
         return bool(reply.get(timeout=timeout_s, disable_sync_subtasks=False))
@@ -145,7 +161,7 @@ def _health_check(task, reporter: Reporter, batch: str, config: RunnerConfig) ->
             reporter.progress("comm health check")
             doc = _HEALTH.before_run(batch, config)
             if doc is not None:
-                task.app.send_task("regressions.record_host_health", args=[{**doc, "fingerprint": fingerprint(host_info())}],
+                task.app.send_task(RECORD_HOST_HEALTH, args=[{**doc, "fingerprint": fingerprint(host_info())}],
                                    queue=settings.BENCH_WEB_QUEUE)
     except Exception:  # the broker away: the run goes on without the figure
         log.exception("comm health check before run %s not recorded", reporter.run_id)
@@ -160,8 +176,7 @@ def execute(task, run_id: int, spec: dict, batch: str = "") -> str:
         try:
             config = runner_config()
         except EnvVarError as exc:  # a bad setting on this host: the run says which
-            reporter.send_final("bench.record_failure", f"worker error: {type(exc).__name__}: {exc}", [], "worker")
-            return "failed"
+            return reporter.fail(f"worker error: {type(exc).__name__}: {exc}")
         _health_check(task, reporter, batch, config)
         try:
             result = run_job(spec, work_dir=work_dir, report=reporter.progress, live=reporter.live,
@@ -170,21 +185,16 @@ def execute(task, run_id: int, spec: dict, batch: str = "") -> str:
             message, kind = str(exc), exc.failure_kind
             if isinstance(exc.__cause__, SoftTimeLimitExceeded):
                 message, kind = f"time limit reached (the engine was stopped) during {message}", "timeout"
-            reporter.send_final("bench.record_failure", message, _store(reporter, exc.artifacts, failed=True), kind,
-                               exc.build)
-            return "failed"
+            return reporter.fail(message, _store(reporter, exc.artifacts, failed=True), kind, exc.build)
         except SoftTimeLimitExceeded:
-            reporter.send_final("bench.record_failure", f"time limit reached during phase {reporter.phase!r}", [],
-                                "timeout")
-            return "failed"
+            return reporter.fail(f"time limit reached during phase {reporter.phase!r}", kind="timeout")
         except Exception as exc:  # a bug in a probe must still end the run with a reason
             log.exception("run %s crashed", run_id)
-            reporter.send_final("bench.record_failure", f"worker error: {type(exc).__name__}: {exc}", [], "worker")
-            return "failed"
+            return reporter.fail(f"worker error: {type(exc).__name__}: {exc}")
         stored = _store(reporter, [artifact.to_dict() for artifact in result.artifacts])
         result.artifacts = [ArtifactRef.from_dict(artifact) for artifact in stored]
         # The result carries the machine's fingerprint (GPU model and count, driver, CPU): verdicts compare within it.
-        reporter.send_final("bench.record_result", result.to_dict())
+        reporter.send_final(Completion(run_id=run_id, result=result, task_id=reporter.task_id))
     return "succeeded"
 
 
@@ -216,7 +226,7 @@ def _announce_pools(sender=None, **kwargs) -> None:
     def beat() -> None:
         while True:
             try:
-                sender.app.send_task("bench.record_worker", args=[name, pools], queue=settings.BENCH_WEB_QUEUE)
+                send_message(sender.app, Heartbeat(worker=name, pools=pools))
             except Exception:  # the broker away: the next beat tries again
                 log.exception("pool heartbeat of %s not sent", name)
             time.sleep(settings.BENCH_HEARTBEAT_INTERVAL_S)

@@ -1,5 +1,6 @@
 """Pull-request checks: each PR's head measured against its merge base, reported back as a
 GitHub check run (or a commit status and a comment) and a GitLab merge-request note.
 
-payloads.py reads the events (pure), service.py acts on them, comparison.py judges head against
-base (pure), results.py gathers the finished runs, report.py and github_app.py talk back."""
+events.py holds what an event says (each forge reads its own: github/payloads.py,
+gitlab/payloads.py), service.py acts on it, comparison.py judges head against base (pure),
+results.py gathers the finished runs, report.py talks back through the PR's forge (forges.py)."""

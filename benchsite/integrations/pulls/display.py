@@ -1,7 +1,8 @@
 """A comparison's table as the PR page reads it: every number with its unit (pure)."""
 from __future__ import annotations
 
-from benchsite.bench.pages import units
+from benchsite.bench.domain import units
+from benchsite.regressions.detect.sensitivity import short_percent
 from runners.contract import METRICS
 
 
@@ -15,7 +16,7 @@ def value_text(metric: str, unit: str, value) -> str:
 
 
 def effect_text(effect, low, high) -> str:
-    """head/base - 1 and its 95% interval: '−0.7% [−2.0%, +0.6%]'."""
+    """head/base - 1 and its interval: '−0.7% [−2.0%, +0.6%]'."""
     if effect is None:
         return "–"
     text = units.change_text(effect)
@@ -68,6 +69,26 @@ def table_rows(table) -> list[dict]:
             "correctness": str(row.get("correctness") or "not judged"),
             "correctness_reason": str(row.get("correctness_reason") or ""),
             "share": share_text(_number(row, "share_base"), _number(row, "share_head")),
-            "took_effect": str(row.get("took_effect") or ""), "note": str(row.get("note") or ""),
+            "took_effect": str(row.get("took_effect") or ""),
+            "note": "; ".join(filter(None, [str(row.get("note") or ""),
+                                            below_text(row) if _number(row, "visible_at_cap") else ""])),
         })
     return rows
+
+
+def below_text(row: dict) -> str:
+    """'a change of -0.4% is below what this check can see: 4.1% (found 19 times in 20 with 6 starts a side)'."""
+    starts = max((row.get("starts") or {}).values(), default=0)
+    return (f"a change of {units.change_text(row['effect'])} is below what this check can see: "
+            f"{short_percent(row['visible_at_cap'])} (found 19 times in 20 with {starts} starts a side)")
+
+
+LEGACY_LEVEL = "95%"
+
+
+def level_text(table) -> str:
+    """The intervals' level as a column head says it: Pocock's per-look '99.7%' (a table from
+    before the level was kept: LEGACY_LEVEL)."""
+    levels = sorted({round(row["level"] * 100, 1) for row in table if isinstance(row, dict)
+                     and isinstance(row.get("level"), (int, float))})
+    return "/".join(f"{x:g}%" for x in levels) or LEGACY_LEVEL

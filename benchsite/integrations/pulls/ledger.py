@@ -7,12 +7,22 @@ from typing import Callable
 
 from django.db import transaction
 
-from .client import NotFound, call
+from ..forge_api import NotFound, call
 from .markdown import comparison_markdown
 from .models import Comparison, PullRequest
 from .wording import digest
 
 _RELATED = ("pull__watch", "benchmark")
+
+
+def already_sent(reported: dict, channel: str, payload, target: object = "") -> bool:
+    """Whether PAYLOAD is what CHANNEL last sent to TARGET, by the marks `record` leaves."""
+    return reported.get(channel) == f"{digest(payload)}:{target}"
+
+
+def record(reported: dict, channel: str, payload, target: object = "") -> dict:
+    """REPORTED with CHANNEL's mark for PAYLOAD sent to TARGET (a new dict: JSONField-safe)."""
+    return {**reported, channel: f"{digest(payload)}:{target}"}
 
 
 def _locked(comparison_id: int) -> Comparison:

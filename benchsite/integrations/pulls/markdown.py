@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from benchsite.bench.pages.units import change_text, interval_text, number, percent
-from benchsite.regressions.sensitivity import short_percent
+from benchsite.bench.domain.units import change_text, interval_text, number, percent
+from benchsite.regressions.detect.sensitivity import short_percent
+from benchsite.regressions.detect.sequential import ALPHA
 
+from .display import LEGACY_LEVEL, below_text, level_text
 from .selectors import pull_page_path
+from .wording import accepted_text, starts_text
 
 DASH = "—"
 COLUMNS = ("variant", "base", "head", "change [interval]", "correctness", "allreduce share base → head",
@@ -62,7 +65,15 @@ def table_markdown(rows: list[dict]) -> str:
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     notes = [f"- {row.get('variant', '?')}: {_cell(row['note'])}" for row in rows
              if row.get("note") and row["note"] != row.get("correctness_reason")]  # said in its cell already
+    notes += [f"- {row.get('variant', '?')}: {below_text(row)}" for row in rows if row.get("visible_at_cap")]
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def _level(rows: list[dict]) -> str:
+    level = level_text(rows)
+    if level == LEGACY_LEVEL:  # a comparison judged before adaptive starts
+        return f"{level} intervals"
+    return f"{level} intervals (Pocock's level for each look: {(1 - ALPHA) * 100:g}% over all looks)"
 
 
 def _threshold(rows: list[dict]) -> str:
@@ -74,14 +85,17 @@ def _section(comparison) -> str:
     heading = f"### {comparison.check_name}: "
     if comparison.state != "done":
         heading += STATE_WORDS.get(comparison.state, comparison.state)
-        summary = " ".join(comparison.summary.split()) if comparison.state == "cancelled" else ""
+        summary = " ".join(comparison.summary.split()) if comparison.state in ("cancelled", "running") else ""
         return f"{heading}\n\n{summary}" if summary else heading
     parts = [heading + (comparison.outcome or "done").replace("_", " ")]
+    if comparison.accepted_by:
+        parts.append(f"**{accepted_text(comparison).capitalize()}.**")
     if comparison.summary:
         parts.append(" ".join(comparison.summary.split()))
     if comparison.table:
         parts.append(table_markdown(comparison.table))
-        parts.append(f"{_threshold(comparison.table)}95% intervals of head / base − 1; head {comparison.head_sha[:12]}"
+        parts.append(f"{_threshold(comparison.table)}{_level(comparison.table)} of head / base − 1; "
+                     f"{starts_text(comparison)}; head {comparison.head_sha[:12]}"
                      f", base {(comparison.merge_base or comparison.base_branch)[:12]}.")
     return "\n\n".join(parts)
 

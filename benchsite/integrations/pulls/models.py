@@ -38,6 +38,11 @@ class PullRequest(models.Model):
     def __str__(self):
         return f"{self.repo_key}#{self.number}"
 
+    @property
+    def repo_name(self) -> str:
+        """The repository as its watch's URL spells it (read with the watch: select_related)."""
+        return self.watch.repo_name
+
 
 class Comparison(models.Model):
     """One benchmark's A/B of one PR head against its merge base: interleaved runs of both sides
@@ -56,7 +61,10 @@ class Comparison(models.Model):
     base_branch = models.CharField(max_length=250)
     base_tip = models.CharField(max_length=64, blank=True, help_text="The base branch's tip when it was asked for.")
     merge_base = models.CharField(max_length=64, blank=True, help_text="What the base runs measured (the worker resolves it).")
-    starts_per_side = models.PositiveSmallIntegerField(default=2)
+    starts_per_side = models.PositiveSmallIntegerField(default=2, help_text="Engine starts a side it began with.")
+    max_starts_per_side = models.PositiveSmallIntegerField(
+        default=2, help_text="The most starts a side it may add up to while undecided.")
+    rounds = models.PositiveSmallIntegerField(default=0, help_text="Starts a side queued so far (base, head each).")
     host = models.CharField(max_length=200, blank=True, help_text="The worker host both sides were sent to.")
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     outcome = models.CharField(max_length=12, blank=True, help_text="In the words of a run's outcome; '' until done.")
@@ -64,6 +72,9 @@ class Comparison(models.Model):
     table = models.JSONField(default=list, blank=True, help_text="One row per variant (comparison.py).")
     requested_by = models.CharField(max_length=200, blank=True)
     check_run_id = models.CharField(max_length=40, blank=True)
+    accepted_by = models.CharField(max_length=100, blank=True,
+                                   help_text="Who marked its slowdown as intended (the check run's Accept).")
+    accepted_at = models.DateTimeField(null=True, blank=True)
     reported = models.JSONField(default=dict, blank=True, help_text="What was last sent back, per channel.")
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -6,12 +6,14 @@ from benchsite.bench.lifecycle import outcome
 from . import display
 from .models import Comparison
 from .selectors import PullSummary, comparison_word, run_pairs
+from .wording import accepted_text, starts_text
 
 
 def _comparison_view(c: Comparison, summary: PullSummary) -> dict:
     runs = summary.runs[c.id]
-    return {"comparison": c, "word": comparison_word(c), "final": c.state == Comparison.State.DONE, "rows": display.table_rows(c.table), "runs": runs,
-            "pairs": run_pairs(runs)}
+    return {"comparison": c, "word": comparison_word(c), "final": c.state == Comparison.State.DONE,
+            "rows": display.table_rows(c.table), "runs": runs, "pairs": run_pairs(runs),
+            "starts": starts_text(c), "level": display.level_text(c.table), "accepted": accepted_text(c)}
 
 
 def _pushes(earlier: list[Comparison]) -> list[dict]:

@@ -1,13 +1,12 @@
-"""Report a comparison back where its pull request lives: GitHub (a check run with the App, else
-a commit status) plus one PR comment, or GitLab (a commit status plus one merge-request note)."""
+"""Report a comparison back where its pull request lives, through its forge (forges.py): GitHub (a
+check run with the App, else a commit status) plus one PR comment, or GitLab (a commit status plus
+one merge-request note)."""
 from __future__ import annotations
 
 import logging
 
-from django.conf import settings
-
-from . import github_app, github_report, gitlab_report
-from .client import ReportRefused, TransientReportError
+from ..forge_api import ReportRefused, TransientReportError
+from ..forges import FORGES
 from .markdown import comparison_markdown, pr_page_url
 from .models import Comparison
 
@@ -18,15 +17,9 @@ log = logging.getLogger(__name__)
 def _sender(comparison: Comparison):
     """The function that reports COMPARISON, or (None, why not)."""
     provider = comparison.pull.provider
-    if provider == "gitlab":
-        return (gitlab_report.report, "") if settings.BENCH_GITLAB_TOKEN else (None, "BENCH_GITLAB_TOKEN is not set")
-    if provider != "github":
+    if provider not in FORGES:
         return None, f"unknown provider {provider!r}"
-    if github_app.app_configured():
-        return github_report.report_with_app, ""
-    if settings.BENCH_GITHUB_TOKEN:
-        return github_report.report_with_token, ""
-    return None, "neither a GitHub App (BENCH_GITHUB_APP_ID, BENCH_GITHUB_APP_PRIVATE_KEY) nor BENCH_GITHUB_TOKEN"
+    return FORGES[provider].comparison_sender()
 
 
 def comparison_report(*, comparison_id: int) -> bool:

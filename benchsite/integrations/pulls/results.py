@@ -11,17 +11,20 @@ from django.utils import timezone
 from benchsite.bench.lifecycle.checks import greedy_output
 from benchsite.bench.lifecycle.tookeffect import took_effect_view
 from benchsite.bench.models import Measurement, Run
-from benchsite.bench.pages.selectors import split_samples
+from benchsite.bench.domain.samples import split_samples
 from benchsite.bench.storage.artifacts import ArtifactError
 from benchsite.regressions.samples import run_figure
 from benchsite.regressions.series import host_fingerprint
-from benchsite.regressions import sensitivity
+from benchsite.regressions.detect import sensitivity
 from benchsite.regressions.noise import noises_at
+from benchsite.regressions.detect.sequential import look_quantile
+from benchsite.bench.lifecycle.trigger import TriggerError
 from benchsite.regressions.thresholds import explicit_threshold, judged_metrics
 from runners import contract
 from runners.probes.correctness import compare_outputs
 
-from .comparison import Side, comparison_outcome, variant_row
+from .comparison import Side, below_visible, comparison_outcome, undecided_text, variant_row
+from .service import comparison_round_queue
 from .models import Comparison, PullRun
 from .tasks import queue_report
 
@@ -59,7 +62,12 @@ def comparison_judge(*, comparison_id: int) -> bool:
         if any(not p.run.is_final for p in pull_runs):
             comparison.save(update_fields=["merge_base"])
             return False
-        comparison.table = _table(comparison, pull_runs)
+        table = _table(comparison, pull_runs)
+        if _another_start(comparison, table):
+            return False
+        for row in table:
+            row["visible_at_cap"] = below_visible(row, comparison.max_starts_per_side)
+        comparison.table = table
         comparison.outcome, comparison.summary = comparison_outcome(comparison.table)
         if len(set(base_commits)) > 1:
             comparison.summary += f"; the base runs measured {len(set(base_commits))} different merge bases"
@@ -69,10 +77,31 @@ def comparison_judge(*, comparison_id: int) -> bool:
     return True
 
 
+def _another_start(comparison: Comparison, table: list[dict]) -> bool:
+    """While a row is undecided and the cap allows, queue one more start a side (base, head, on
+    the same host) and say so; True when one was queued."""
+    undecided = [row for row in table if not row["decided"]]
+    if not undecided or comparison.rounds >= comparison.max_starts_per_side:
+        return False
+    round_ = comparison.rounds + 1
+    try:
+        comparison_round_queue(comparison, round_)
+    except TriggerError as exc:
+        log.warning("comparison %s: no start %s a side (%s); judged as it is", comparison.id, round_, exc)
+        return False
+    comparison.table, comparison.state = table, Comparison.State.RUNNING
+    comparison.summary = (f"{undecided[0]['variant']}: {undecided_text(undecided[0])}: adding start {round_} "
+                          f"of up to {comparison.max_starts_per_side} a side")
+    comparison.save(update_fields=["merge_base", "table", "state", "summary"])
+    transaction.on_commit(partial(queue_report, comparison.id))
+    return True
+
+
 def _table(comparison: Comparison, pull_runs: list[PullRun]) -> list[dict]:
     explicit = {m: explicit_threshold(benchmark=comparison.benchmark, metric=m) for m in judged_metrics()}
     variants = sorted({p.run.variant for p in pull_runs}, key=lambda v: v.position)
     points = [p.id for p in comparison.benchmark.points]
+    quantile = look_quantile(comparison.starts_per_side, comparison.max_starts_per_side)
     rows = []
     for variant in variants:
         mine = [p for p in pull_runs if p.run.variant_id == variant.id]
@@ -89,7 +118,7 @@ def _table(comparison: Comparison, pull_runs: list[PullRun]) -> list[dict]:
             noises = _noises(kept, "" if first else point, base_sides)
             thresholds = {m: sensitivity.bound(m, noise=noises.get(m), explicit=explicit[m]).relative for m in explicit}
             row = variant_row(name, base_sides, [_side(r, None if first else point) for r in head], thresholds,
-                              correctness, noises)
+                              correctness, noises, quantile)
             rows.append({**row, "point": point})
     return rows
 

@@ -15,8 +15,9 @@ from benchsite.bench.worker.pools import pool_status
 from runners.hostinfo import host_queue
 
 from ..actions import Answer
+from ..forges import FORGES
+from .events import BENCH_COMMAND, BenchRequest, PullChanged, PullState
 from .models import Comparison, PullAction, PullRequest, PullRun
-from .payloads import BENCH_COMMAND, MEMBER_ASSOCIATIONS, BenchRequest, PullChanged, PullState
 from .settings import PullSettings
 from .tasks import queue_report
 
@@ -66,7 +67,7 @@ def _changed(pull: PullRequest, settings: PullSettings, event: PullChanged, deli
     if event.kind == "label":
         if event.label != settings.label:
             return Answer(200, f"label {event.label!r} is not the watch's label {settings.label!r}: nothing queued")
-        _record(pull, "label", event.actor, accepted=True, detail=f"added label {event.label!r}")
+        action_record(pull, "label", event.actor, accepted=True, detail=f"added label {event.label!r}")
     elif pull.draft and not settings.drafts:
         return Answer(200, f"#{pull.number} is a draft: drafts are not benchmarked (pull_requests.drafts: false)")
     elif settings.label and settings.label not in pull.labels:
@@ -87,7 +88,7 @@ def _requested(pull: PullRequest, settings: PullSettings, event: BenchRequest, d
     if pull.state != PullRequest.State.OPEN:
         return Answer(200, f"#{pull.number} is {pull.state}: nothing queued")
     refusal = _refusal(pull, event)
-    _record(pull, event.kind, event.actor, association=event.association, accepted=not refusal,
+    action_record(pull, event.kind, event.actor, association=event.association, accepted=not refusal,
             detail=refusal or f"{event.kind} accepted")
     if refusal:
         return Answer(200, f"refused: {refusal}")
@@ -103,15 +104,12 @@ def _refusal(pull: PullRequest, event: BenchRequest) -> str:
         if event.head_sha and event.head_sha != pull.head_sha:
             return f"check run of {event.head_sha[:12]}: #{pull.number}'s head is now {pull.head_sha[:12]}"
         return ""
-    if pull.provider == "github" and event.association not in MEMBER_ASSOCIATIONS:
-        return (f"{BENCH_COMMAND} from {event.actor or '?'} (author_association {event.association or 'NONE'}): "
-                f"only members, owners and collaborators may ask")
-    if pull.provider == "gitlab" and pull.is_fork:  # a note does not say its author's role
-        return f"{BENCH_COMMAND} on a merge request from a fork: a maintainer adds the watch's label instead"
-    return ""
+    forge = FORGES.get(pull.provider)
+    return forge.bench_comment_refusal(pull, event) if forge else ""
 
 
-def _record(pull: PullRequest, kind: str, actor: str, *, association: str = "", accepted: bool, detail: str) -> None:
+def action_record(pull: PullRequest, kind: str, actor: str, *, association: str = "", accepted: bool,
+                  detail: str) -> None:
     PullAction.objects.create(pull=pull, head_sha=pull.head_sha, kind=kind, actor=actor[:100],
                               association=association[:30], accepted=accepted, detail=detail)
 
@@ -162,7 +160,7 @@ def comparisons_start(*, pull: PullRequest, settings: PullSettings, requested_by
     runs, skipped = [], []
     for benchmark in pull.watch.benchmarks.order_by("slug"):
         try:
-            runs += _comparison_runs(pull, benchmark, settings, requested_by)
+            runs += comparison_queue(pull, benchmark, settings, requested_by)
         except trigger.TriggerError as exc:
             skipped.append(f"{benchmark.slug}: {exc}")
     if delivery is not None:
@@ -176,22 +174,42 @@ def comparisons_start(*, pull: PullRequest, settings: PullSettings, requested_by
     return Answer(202 if runs else 200, detail, runs=[r.id for r in runs], cancelled=cancelled)
 
 
-def _comparison_runs(pull: PullRequest, benchmark: Benchmark, settings: PullSettings, requested_by: str) -> list[Run]:
-    """base, head, base, head...: `starts_per_side` engine starts of each side, every variant,
-    sent in that order to one host's queue so that its drift falls on both sides alike."""
-    host = pick_host(benchmark)
+def comparison_queue(pull: PullRequest, benchmark: Benchmark, settings: PullSettings, requested_by: str) -> list[Run]:
+    """`starts_per_side` rounds of base, head (comparison_round_queue); more are added while the
+    comparison cannot decide, up to its cap (results.comparison_judge)."""
+    try:
+        cap = settings.cap(benchmark.max_starts_per_side)
+    except ValueError as exc:
+        raise trigger.TriggerError(str(exc)) from None
     comparison = Comparison.objects.create(
         pull=pull, benchmark=benchmark, head_sha=pull.head_sha, base_branch=pull.base_branch,
-        starts_per_side=settings.starts_per_side, host=host, requested_by=requested_by[:200])
-    queue = host_queue(benchmark.queue, host) if host else ""
-    runs = []
-    for round_ in range(1, settings.starts_per_side + 1):
-        for role in (PullRun.Role.BASE, PullRun.Role.HEAD):
-            created = trigger.runs_trigger(
-                benchmark=benchmark, trigger=Run.Trigger.PULL, ref=pull.head_sha, queue=queue,
-                commit=pull.head_sha if role == PullRun.Role.HEAD else "",
-                merge_base_with=pull.base_branch if role == PullRun.Role.BASE else "")
-            PullRun.objects.bulk_create(PullRun(run=r, comparison=comparison, role=role, round=round_) for r in created)
-            runs += created
+        starts_per_side=settings.starts_per_side, max_starts_per_side=cap, host=pick_host(benchmark),
+        requested_by=requested_by[:200])
+    runs = [run for round_ in range(1, settings.starts_per_side + 1)
+            for run in comparison_round_queue(comparison, round_)]
     _report_on_commit([comparison.id])
+    return runs
+
+
+def comparison_round_queue(comparison: Comparison, round_: int) -> list[Run]:
+    """One engine start of each side, every variant, base then head, sent to the comparison's
+    host queue in that order so that the host's drift falls on both sides alike. The base side
+    measures the merge base the first base run resolved, once known (the branch may move on)."""
+    benchmark, merge_base = comparison.benchmark, comparison.merge_base
+    queue = host_queue(benchmark.queue, comparison.host) if comparison.host else ""
+    sides = {PullRun.Role.BASE: dict(ref=merge_base, commit=merge_base) if merge_base else
+             dict(ref=comparison.head_sha, merge_base_with=comparison.base_branch),
+             PullRun.Role.HEAD: dict(ref=comparison.head_sha, commit=comparison.head_sha)}
+    # A later round measures what the first did, whatever bench_apply changed since (like=).
+    firsts = list(comparison.pull_runs.filter(round=1).select_related("run__variant").order_by("run__variant__position"))
+    runs = []
+    for role, engine in sides.items():
+        likes = [p.run for p in firsts if p.role == role] or [None]  # None: the benchmark's ladder, as it is
+        created = [run for like in likes for run in trigger.runs_trigger(
+            benchmark=benchmark, trigger=Run.Trigger.PULL, queue=queue, variants=like and [like.variant], like=like,
+            **engine)]
+        PullRun.objects.bulk_create(PullRun(run=r, comparison=comparison, role=role, round=round_) for r in created)
+        runs += created
+    Comparison.objects.filter(id=comparison.id).update(rounds=round_)
+    comparison.rounds = round_
     return runs

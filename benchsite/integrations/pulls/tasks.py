@@ -23,8 +23,7 @@ def report_pull(self, comparison_id: int) -> bool:
         return False
     except report.TransientReportError as exc:
         return retry_or_give_up(self, exc, what=f"report of comparison {comparison_id}",
-                                max_retries=settings.BENCH_STATUS_MAX_RETRIES,
-                                base_ms=settings.BENCH_STATUS_RETRY_BASE_MS)
+                                policy=settings.BENCH_STATUS_RETRY)
 
 
 def queue_report(comparison_id: int) -> None:

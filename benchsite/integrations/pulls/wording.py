@@ -9,12 +9,7 @@ import json
 CONCLUSIONS = {"passed": "success", "improved": "success", "regressed": "failure", "incorrect": "failure",
                "failed": "failure", "inconclusive": "neutral", "not_judged": "neutral"}
 CHECK_STATUS = {"waiting": "queued", "queued": "queued", "running": "in_progress"}
-# A commit status has no neutral: as the statuses of pushes, an inconclusive result is no pass and
-# an unjudged one no failure; a run that did not finish, or was cancelled, is an error.
-GITHUB_STATES = {"passed": "success", "improved": "success", "not_judged": "success", "regressed": "failure",
-                 "incorrect": "failure", "inconclusive": "failure", "failed": "error"}
-GITLAB_STATES = {"passed": "success", "improved": "success", "not_judged": "success", "regressed": "failed",
-                 "incorrect": "failed", "inconclusive": "failed", "failed": "failed"}
+# A commit status's state for each outcome: github/checks.py, gitlab/reports.py.
 CANCELLED_TEXT = "cancelled: superseded by a newer push, or the pull request was closed"
 MAX_TITLE = 200
 
@@ -56,14 +51,43 @@ def cancelled_text(comparison) -> str:
     return f"cancelled: {why}" if why else CANCELLED_TEXT
 
 
+def check_conclusion(comparison) -> str:
+    """A finished check's conclusion: a slowdown a maintainer accepted fails nothing (neutral)."""
+    if comparison.state == "cancelled":
+        return "cancelled"
+    if comparison.accepted_by:
+        return "neutral"
+    return CONCLUSIONS.get(comparison.outcome, "neutral")
+
+
+def accepted_text(comparison) -> str:
+    """'accepted by alice on 2026-12-06 05:10 UTC: the slowdown is intended' ('' when not)."""
+    if not comparison.accepted_by:
+        return ""
+    when = f" on {comparison.accepted_at:%Y-%m-%d %H:%M} UTC" if comparison.accepted_at else ""
+    return f"accepted by {comparison.accepted_by}{when}: the slowdown is intended"
+
+
 def check_title(comparison) -> str:
     if comparison.state == "waiting":
         return "waiting for a maintainer"
     if comparison.state == "cancelled":
         return "cancelled"
+    if comparison.accepted_by:
+        return f"{comparison.outcome}, {accepted_text(comparison)}"[:MAX_TITLE]
     return one_line(comparison)[:MAX_TITLE]
 
 
 def digest(value) -> str:
     """A short fingerprint of what was sent, to recognise a repeat."""
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def starts_text(comparison) -> str:
+    """'4 engine starts a side (began with 2; up to 6 while undecided)'."""
+    used = comparison.rounds or comparison.starts_per_side
+    text = f"{used} engine start{'s' if used != 1 else ''} a side"
+    if comparison.max_starts_per_side > comparison.starts_per_side:
+        text += f" (began with {comparison.starts_per_side}; up to {comparison.max_starts_per_side} while undecided)"
+    return text
+

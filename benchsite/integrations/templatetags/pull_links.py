@@ -10,7 +10,7 @@ register = template.Library()
 
 @register.inclusion_tag("hooks/_run_pull.html")
 def run_pull(run):
-    pull_run = PullRun.objects.select_related("comparison__pull").filter(run=run).first()
+    pull_run = PullRun.objects.select_related("comparison__pull__watch").filter(run=run).first()
     if pull_run is None:
         return {"pull_run": None}
     pull = pull_run.comparison.pull

@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='threshold',
             name='relative',
-            field=models.FloatField(help_text='0.03 = 3%; above 0 and below 1', validators=[benchsite.regressions.models._relative]),
+            field=models.FloatField(help_text='0.03 = 3%; above 0 and below 1', validators=[benchsite.regressions.models.validate_relative]),
         ),
         migrations.CreateModel(
             name='SeriesNoise',

@@ -5,7 +5,7 @@ from django import template
 
 from runners import contract
 
-from .. import sensitivity
+from ..detect import sensitivity
 from ..models import ChangePoint, SeriesNoise, Verdict
 from ..thresholds import explicit_rows, most_specific
 

@@ -11,7 +11,7 @@ from benchsite.bench.pages import history
 from benchsite.bench.worker import pools
 from benchsite.bench.lifecycle import complete, dispatch, fail, trigger
 from benchsite.bench.models import Benchmark, Build, EngineSource, Patch, Run, Variant
-from runners.contract import BUILD_PATHS, FAILURE_KINDS, MAX_PATCH_BYTES, JobSpec
+from runners.contract import BUILD_PATHS, FAILURE_KINDS, MAX_PATCH_BYTES, BuildInfo, JobSpec
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +103,7 @@ def test_failed_build_is_a_patch_failure_on_the_run_page(client, git_benchmark):
     run = _running(git_benchmark)
     fail.run_fail(run_id=run.id, error="building engine: patch 'bench.patch' does not apply",
                       artifacts=[{"kind": "build_log", "name": "build.log", "content": "Hunk #1 FAILED"}],
-                      failure_kind="patch", build={"path": "", "ref": "main", "commit": SHA})
+                      failure_kind="patch", build=BuildInfo.from_dict({"path": "", "ref": "main", "commit": SHA}))
     run.refresh_from_db()
     assert (run.state, run.failure_kind, run.commit) == (Run.State.FAILED, "patch", SHA)
     page = client.get(reverse("bench:run", args=[run.pk])).content.decode()

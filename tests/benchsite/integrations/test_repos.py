@@ -1,7 +1,9 @@
 """Repository URL forms name one repository; branch patterns."""
 import pytest
 
-from benchsite.integrations.repos import RepoURLError, branch_matches, owner_and_name, repo_key
+from benchsite.bench.domain.repos import RepoURLError, repo_key, repo_name
+from benchsite.integrations.github.rest import owner_and_name
+from benchsite.integrations.repos import branch_matches
 
 
 @pytest.mark.parametrize("url", [
@@ -24,6 +26,13 @@ def test_nested_gitlab_groups_and_file_urls():
     assert repo_key("git@gitlab.example.com:team/sub/engine.git") == "gitlab.example.com/team/sub/engine"
     assert repo_key("file:///srv/git/vllm.git") == "file/srv/git/vllm"
     assert owner_and_name("github.com/vllm-project/vllm") == ("vllm-project", "vllm")
+
+
+@pytest.mark.parametrize("url", ["https://github.com/Codertocat/Hello-World", "git@github.com:Codertocat/Hello-World.git",
+                                 "https://GitHub.com/Codertocat/Hello-World.GIT/"])
+def test_the_name_keeps_the_case_the_key_drops(url):
+    assert repo_name(url) == "github.com/Codertocat/Hello-World"
+    assert repo_key(url) == "github.com/codertocat/hello-world"
 
 
 @pytest.mark.parametrize("url", ["", "vllm", "https://github.com/", "https://github.com/only-owner",

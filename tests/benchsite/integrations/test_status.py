@@ -10,9 +10,9 @@ from django.utils import timezone
 from benchsite.bench.lifecycle import cancel, claim, fail, results, trigger
 from benchsite.bench.lifecycle.complete import run_complete
 from benchsite.bench.models import Measurement, Run
-from benchsite.bench.pages.units import change_text, interval_text
-from benchsite.integrations import status
-from benchsite.regressions.sensitivity import short_percent
+from benchsite.bench.domain.units import change_text, interval_text
+from benchsite.integrations.github import statuses as status
+from benchsite.regressions.detect.sensitivity import short_percent
 from benchsite.integrations.models import RepoWatch
 from benchsite.regressions.models import ChangePoint, Verdict
 from benchsite.regressions.receivers import judge_when_finished
@@ -197,6 +197,25 @@ def test_github_refusing_for_good_is_not_retried(watched_benchmark, github_setti
         github_settings.BENCH_GITHUB_API_URL = github.url
         assert status.commit_status_report(run_id=run.id) is False
     assert len(github.requests) == 1
+
+
+def test_commit_statuses_are_counted_by_result(watched_benchmark, github_settings):
+    """decode_bench_commit_statuses: ok, retry (a 5xx, 429 or no answer) and refused (a 4xx)."""
+    from benchsite.metrics.instruments import COMMIT_STATUSES
+
+    run = make_run(watched_benchmark, state="SUCCEEDED", tok_s=150.0)
+    before = {r: COMMIT_STATUSES.labels(result=r)._value.get() for r in ("ok", "retry", "refused")}
+    with FakeGitHub(script=[502, 422, 201]) as github:
+        github_settings.BENCH_GITHUB_API_URL = github.url
+        with pytest.raises(status.TransientStatusError):
+            status.commit_status_report(run_id=run.id)
+        assert status.commit_status_report(run_id=run.id) is False
+        assert status.commit_status_report(run_id=run.id) is True
+    github_settings.BENCH_GITHUB_API_URL = "http://127.0.0.1:9"  # nothing listens
+    with pytest.raises(status.TransientStatusError):
+        status.commit_status_report(run_id=run.id)
+    after = {r: COMMIT_STATUSES.labels(result=r)._value.get() - before[r] for r in before}
+    assert after == {"ok": 1, "retry": 2, "refused": 1}
 
 
 # --- through the run life cycle and a real web-queue worker --------------------------------

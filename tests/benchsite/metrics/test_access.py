@@ -2,9 +2,9 @@
 import ipaddress
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 
-from benchsite import env
+from benchsite.config.load import ConfigError, read_group
+from benchsite.config.metrics import Metrics
 
 from .scrape import TOKEN
 
@@ -63,12 +63,12 @@ def test_reachable_on_a_private_dashboard(client, token, settings):
 
 def test_networks_variable(monkeypatch):
     monkeypatch.setenv("BENCH_METRICS_ALLOW", "10.0.0.0/8, 192.168.1.5,2001:db8::/32")
-    assert [str(n) for n in env.env_networks("BENCH_METRICS_ALLOW")] == ["10.0.0.0/8", "192.168.1.5/32", "2001:db8::/32"]
+    assert [str(n) for n in read_group(Metrics).allow] == ["10.0.0.0/8", "192.168.1.5/32", "2001:db8::/32"]
     monkeypatch.setenv("BENCH_METRICS_ALLOW", "10.0.0.0/8,10.0.0.0/33")
-    with pytest.raises(ImproperlyConfigured, match=r"BENCH_METRICS_ALLOW: '10.0.0.0/33' is not an address or CIDR"):
-        env.env_networks("BENCH_METRICS_ALLOW")
+    with pytest.raises(ConfigError, match=r"BENCH_METRICS_ALLOW: '10.0.0.0/33' is not an address or CIDR"):
+        read_group(Metrics)
     monkeypatch.delenv("BENCH_METRICS_ALLOW")
-    assert env.env_networks("BENCH_METRICS_ALLOW") == []
+    assert read_group(Metrics).allow == []
 
 
 def test_bad_settings_stop_the_start_naming_the_variable(tmp_path):

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from benchsite.integrations.pulls import client as forge
+from benchsite.integrations import forge_api as forge
 from benchsite.metrics import instruments, receivers
 
 

@@ -18,7 +18,7 @@ import pytest
 from benchsite.bench.pages import history, home, selectors
 from benchsite.bench.lifecycle import claim, complete, dispatch
 from benchsite.bench.lifecycle.trigger import runs_trigger, variant_create
-from benchsite.bench.pages.branches import first_parent_order
+from benchsite.bench.domain.branches import first_parent_order
 from benchsite.bench.models import Benchmark, EngineSource, Run
 from benchsite.integrations.models import RepoWatch
 from benchsite.regressions.models import Bisection, ChangePoint

@@ -3,12 +3,13 @@ the GPU side, sent with the result, stored on the run; verdicts compare only wit
 when the machine changed."""
 import pytest
 
-from benchsite.bench.lifecycle import complete, messages
+from benchsite.bench.lifecycle import complete
 from benchsite.bench.models import Run
 from benchsite.regressions.models import Verdict
 from benchsite.regressions.series import series_key
 from benchsite.regressions.verdicts import verdicts_compute
 from runners import contract, hostinfo
+from runners.messages import Completion
 
 from .conftest import add_run
 
@@ -35,9 +36,9 @@ def test_this_host_is_described_and_passes_the_message_check():
     with open("/proc/cpuinfo") as f:
         assert info["cpu_model"] == hostinfo.parse_cpuinfo(f.read())
     assert info["cpu_model"] and isinstance(info["gpu_count"], int)
-    messages.check_result({"measurements": [], "host": info})
-    with pytest.raises(messages.BadMessage, match="gpu_count"):
-        messages.check_result({"measurements": [], "host": {**info, "gpu_count": "8"}})
+    assert Completion.from_task([1, {"measurements": [], "host": info}]).result.host.has_fingerprint
+    with pytest.raises(contract.ContractError, match="gpu_count"):
+        Completion.from_task([1, {"measurements": [], "host": {**info, "gpu_count": "8"}}])
 
 
 def test_result_stores_fingerprint_and_run_page_shows_it(benchmark, client):

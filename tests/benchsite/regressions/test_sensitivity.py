@@ -1,4 +1,4 @@
-"""The rule from each series' noise (regressions.sensitivity): the noise estimate against the
+"""The rule from each series' noise (regressions.detect.sensitivity): the noise estimate against the
 truth, which bound decides, the fallback with too few starts, explicit thresholds winning, and
 the rule in verdicts, change points and a bisection of a small step."""
 import random
@@ -9,7 +9,7 @@ import pytest
 
 from benchsite.bench.definitions.apply import ApplyError, config_apply
 from benchsite.bench.models import Benchmark
-from benchsite.regressions import sensitivity
+from benchsite.regressions.detect import sensitivity
 from benchsite.regressions.models import SeriesNoise, Threshold, Verdict
 from benchsite.regressions.noise import noise_refresh
 from benchsite.regressions.thresholds import bound_for, explicit_threshold

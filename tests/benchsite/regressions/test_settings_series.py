@@ -59,11 +59,11 @@ def test_repeats_and_the_commit_are_not_settings(benchmark):
     one = jobspec.spec_template(benchmark, variant, repeats=3, ref="main", commit=sha(1), merge_base_with="")
     two = jobspec.spec_template(benchmark, variant, repeats=9, ref="dev", commit=sha(2), merge_base_with="")
     assert jobspec.spec_keep(one).id != jobspec.spec_keep(two).id
-    assert jobspec.settings_digest(one) == jobspec.settings_digest(two)
+    assert contract.settings_digest(one) == contract.settings_digest(two)
     benchmark.engine_args = ["--max-num-seqs", "4"]
     benchmark.save()
     three = jobspec.spec_template(benchmark, variant, repeats=3, ref="main", commit=sha(1), merge_base_with="")
-    assert jobspec.settings_digest(three) != jobspec.settings_digest(one)
+    assert contract.settings_digest(three) != contract.settings_digest(one)
 
 
 def test_going_back_to_earlier_settings_continues_their_series(benchmark):

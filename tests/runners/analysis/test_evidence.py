@@ -131,6 +131,24 @@ def test_custom_allreduce_asked_on_but_vllm_turned_it_off():
     assert (ar["asked"], ar["effective"], ar["verdict"], ar["flag"]) == ("on", "off", NOT_APPLIED, False)
 
 
+def test_graphs_captured_per_batch_kind_are_applied():
+    """vLLM 0.24.0 on one H100 with an MLA model (docs/data/gpu-h100-moe-2026-12-06.json) names the
+    batch kind each capture serves."""
+    log = "\n".join([H200_CONFIG,
+                     "(EngineCore pid=1849) INFO 12-06 09:17:55 [monitor.py:53] torch.compile took 16.94 s in total",
+                     "(EngineCore pid=1849) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| "
+                     "4/4 [00:01<00:00,  2.20it/s]",
+                     "(EngineCore pid=1849) Capturing CUDA graphs (decode, FULL): 100%|██████████| 3/3 "
+                     "[00:00<00:00, 115.88it/s]",
+                     "(EngineCore pid=1849) INFO 12-06 09:18:09 [gpu_model_runner.py:6656] Graph capturing finished in "
+                     "3 secs, took 0.07 GiB"])
+    report = took_effect(log, engine_args=[], engine_env={}, tensor_parallel_size=1)
+    mode = by_setting(report)["execution mode"]
+    assert (mode["verdict"], mode["effective"]) == (
+        APPLIED, "compiled + CUDA graphs (FULL decode, PIECEWISE mixed prefill-decode)")
+    assert not mode["flag"]
+
+
 def test_graphs_asked_but_none_captured_is_not_applied():
     log = "\n".join([H200_CONFIG, "(Worker_TP0 pid=1) INFO [monitor.py:53] torch.compile took 19.68 s in total",
                      PYNCCL_ONLY])

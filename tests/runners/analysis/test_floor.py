@@ -37,7 +37,7 @@ def test_the_weights_probe_reports_kv_bytes_from_the_config_and_the_cache_dtype(
     import json
 
     from runners.contract import JobSpec
-    from runners.probes.builtin import WeightsProbe
+    from runners.probes.weights_probe import WeightsProbe
     from runners.probes.registry import ProbeContext
 
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_8B))

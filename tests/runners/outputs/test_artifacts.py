@@ -16,7 +16,7 @@ def test_text_files_are_inlined_as_their_tail_and_traces_stay_paths(tmp_path):
 
 
 def test_the_profiler_traces_of_a_job_are_artifacts_by_path(tmp_path):
-    from runners.probes.builtin import profiler_traces as _profiler_traces
+    from runners.probes.allreduce_probe import profiler_traces as _profiler_traces
 
     rank0 = tmp_path / "rank0.pt.trace.json.gz"
     rank0.write_bytes(b"\x1f\x8b trace")

@@ -586,7 +586,7 @@ def test_probe_profiles_each_point_the_engine_can_hold(tmp_path):
     from types import SimpleNamespace
 
     from runners.contract import ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_SHARE, ALLREDUCE_US_PER_CALL, JobSpec
-    from runners.probes.builtin import AllreduceProbe
+    from runners.probes.allreduce_probe import AllreduceProbe
     from runners.probes.registry import ProbeContext
 
     spec = JobSpec.from_dict({"model": "m", "prompt": "hello", "max_tokens": 8, "repeats": 1, "tensor_parallel_size": 2,

@@ -3,7 +3,7 @@ aggregation over ranks and the measurement they become; none from a CPU trace.""
 import pytest
 
 from runners import contract
-from runners.analysis.share import share_measurements
+from runners.probes.allreduce_probe import share_measurements
 from runners.probes import allreduce as ar
 from runners.probes import trace
 

@@ -6,6 +6,8 @@ import pytest
 
 from runners import contract
 from runners.probes import membw
+from runners.probes.membw_probe import bandwidth_measurements
+from runners.probes.weights_probe import weight_measurements
 
 
 def test_bandwidth_counts_read_and_write():
@@ -45,11 +47,12 @@ def test_weight_bytes_per_gpu_prefers_safetensors_and_divides_by_tp(tmp_path):
 
 def test_measurements_carry_gb_per_s_and_leave_out_a_failed_probe(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 7100)
-    out = membw.membw_measurements({"bytes_per_s": 4.3e12, "device": "cuda:0"}, model=str(tmp_path),
-                                   tensor_parallel_size=1)
+    out = [*bandwidth_measurements({"bytes_per_s": 4.3e12, "device": "cuda:0"}),
+           *weight_measurements(model=str(tmp_path), tensor_parallel_size=1)]
     assert [(m["metric"], m["value"]) for m in out] == [(contract.MEM_BANDWIDTH_GB_S, pytest.approx(4300.0)),
                                                         (contract.WEIGHT_BYTES_PER_GPU, 7100)]
-    failed = membw.membw_measurements({"error": "RuntimeError: x"}, model="hub/name", tensor_parallel_size=1)
+    failed = [*bandwidth_measurements({"error": "RuntimeError: x"}),
+              *weight_measurements(model="hub/name", tensor_parallel_size=1)]
     assert failed == []
 
 

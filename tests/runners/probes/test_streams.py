@@ -167,10 +167,15 @@ def test_primed_streams_decode_at_their_pace_while_inline_ones_share_their_steps
     inline = measure_point(base_url=token_server.url(**sc, tag="inline"), prefill="inline", **common)
     primed = measure_point(base_url=token_server.url(**sc, tag="primed"), **common)
     assert (inline["prefill"], primed["prefill"]) == ("inline", "primed")
-    assert inline["decode_tok_s"] < 190 and inline["slowest_stream_tok_s"] < 175
+    # about 8% slow on a quiet host; under load the prefills overlap fewer steps (3% seen)
+    assert inline["decode_tok_s"] < 196 and inline["slowest_stream_tok_s"] < 175
     assert primed["decode_tok_s"] == pytest.approx(200, rel=0.01)
     assert primed["slowest_stream_tok_s"] == pytest.approx(200, rel=0.03)
-    assert primed["aggregate_tok_s"] == pytest.approx((4 * 48 - 1) / (47 * 0.005), rel=0.03)  # as the inline test: a loaded host stretches the window
+    # The server's pace caps the aggregate; a loaded host can only stretch the window (6% seen in CI).
+    # The inline streams' window holds the prefills and reads about a third lower.
+    paced = (4 * 48 - 1) / (47 * 0.005)
+    assert 0.85 * paced < primed["aggregate_tok_s"] < 1.02 * paced
+    assert inline["aggregate_tok_s"] < 0.8 * paced
     ttfts = sorted(s["ttft_ms"] for s in primed["streams"] if s["repeat"] == 0)
     assert ttfts[0] > 55 and ttfts[-1] > 170  # 40 ms of prefill each, queued, then the 20 ms ttft
     assert primed["ttft_ms_percentiles"]["p90"] > 140

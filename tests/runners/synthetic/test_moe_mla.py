@@ -150,8 +150,9 @@ def test_vllm_cpu_serves_the_tiny_moe_mla_model(tiny_model_dir, tmp_path):
     model = tmp_path / "moe"
     assert runners_main(["random-model", "--config", "moe-mla-tiny", str(model), "--weights",
                          "--dtype", "float32", "--tokenizer-from", str(tiny_model_dir)]) == 0
+    # CPU_MLA named: on a CPU with AMX tiles vLLM would pick its AMX MLA backend, which takes bf16 only.
     spec = EngineSpec(model=str(model), args=["--enforce-eager", "--dtype", "float32", "--max-model-len", "256",
-                                              "--max-num-seqs", "2"],
+                                              "--max-num-seqs", "2", "--attention-backend", "CPU_MLA"],
                       log_path=tmp_path / "server.log", startup_timeout_s=240)
     body = {"model": "bench-model", "prompt": "def main(argv):\n", "max_tokens": 16, "temperature": 0,
             "ignore_eos": True, "return_token_ids": True}

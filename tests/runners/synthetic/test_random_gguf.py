@@ -25,7 +25,7 @@ def tensors(path):
 
 def test_read_back_names_types_and_shapes(files):
     read = tensors(files[0])
-    hf = tiny_model._tensor_shapes()
+    hf = tiny_model.tensor_shapes()
     assert set(read) == {random_gguf.gguf_name(n) for n in hf} and len(read) == 2 + 4 * 9 + 1
     for name, shape in hf.items():
         t = read[random_gguf.gguf_name(name)]

@@ -1,4 +1,4 @@
-"""`manage.py bench_apply FILE.yaml [--dry-run]`: benchmarks, ladders and watches as code."""
+"""`manage.py bench_apply FILE.yaml [--dry-run]`: benchmarks, ladders, watches and alert subscriptions as code."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -7,7 +7,8 @@ from benchsite.bench.definitions.apply import ApplyError, config_apply, config_l
 
 
 class Command(BaseCommand):
-    help = "Create or update the benchmarks, variants and repository watches a YAML file describes (idempotent)."
+    help = ("Create or update the benchmarks, variants, repository watches and alert subscriptions a YAML file "
+            "describes (idempotent).")
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)

@@ -1,11 +1,12 @@
 """`manage.py bench_rollup [--benchmark SLUG] [--rebuild]`: bring the charts' rolled-up series up to
 date (after a bulk import or a restore, which send no signals), or rebuild them from the raw tables;
 either way the home page's cached summaries of those benchmarks are given a new version, so that
-every web process recomputes them (bench.pages.home_cache)."""
+every web process recomputes them (bench.domain.home_cache)."""
 from django.core.management.base import BaseCommand, CommandError
 
 from benchsite.bench.models import Benchmark
-from benchsite.bench.pages import home_cache, rollups
+from benchsite.bench.domain import home_cache
+from benchsite.bench.pages import rollups
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@
     python manage.py bench_detect history.csv --direction higher --metric decode_tok_s --json
 
 With --metric, each series is judged by the service's rule for that metric (its floor and the
-noise measured in that series, regressions.sensitivity); --min-change sets the smallest change
+noise measured in that series, regressions.detect.sensitivity); --min-change sets the smallest change
 for every series instead; with neither, every significant change is reported.
 """
 import json
@@ -12,7 +12,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from benchsite.regressions import edivisive, sensitivity
+from benchsite.regressions.detect import edivisive, sensitivity
 from benchsite.regressions.csvseries import SeriesCSVError, read_series
 from runners import contract
 

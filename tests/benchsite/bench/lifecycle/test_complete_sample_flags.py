@@ -8,7 +8,7 @@ from benchsite.bench.lifecycle import claim, complete, trigger
 from benchsite.bench.models import Benchmark, Run
 from runners.analysis.evidence import took_effect
 from runners.contract import Measurement
-from runners.probes.builtin import decode_measurements
+from runners.probes.decode_probe import decode_measurements
 
 pytestmark = pytest.mark.django_db
 

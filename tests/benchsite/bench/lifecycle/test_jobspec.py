@@ -244,3 +244,18 @@ def test_a_kept_spec_a_run_points_at_cannot_be_deleted(sent, django_capture_on_c
     run = _trigger(benchmark, django_capture_on_commit_callbacks, ref="main")
     with pytest.raises(ProtectedError):
         KeptSpec.objects.filter(id=run.kept_spec_id).delete()
+
+
+def test_the_web_side_validates_a_job_once_when_it_is_triggered_not_when_it_sends_or_shows_it(
+        client, sent, monkeypatch, django_capture_on_commit_callbacks):
+    benchmark = _apply("/models/m")
+    validated = []
+    read = JobSpec.from_dict.__func__
+    monkeypatch.setattr(JobSpec, "from_dict", classmethod(lambda cls, data: validated.append(1) or read(cls, data)))
+    run = _trigger(benchmark, django_capture_on_commit_callbacks, ref="main")  # triggered and sent
+    assert len(validated) == 1 and len(_executed(sent)) == 1
+    _spec_json(client, run)
+    assert client.get(f"/runs/{run.pk}/").status_code == 200
+    Run.objects.filter(id=run.id).update(task_id="")
+    dispatch.enqueue_run(run.id)  # sent again
+    assert len(validated) == 1 and len(_executed(sent)) == 2

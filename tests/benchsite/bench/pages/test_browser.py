@@ -1,7 +1,7 @@
 """The dashboard in real headless Chromium (Debian `chromium` + `chromium-driver`, driven by Selenium).
 
 The chart must render from the JSON endpoint with Chart.js served from static files, and its
-points must be the database's. Screenshots go to $BENCH_SCREENSHOT_DIR (default var/screenshots/; the README's
+points must be the database's. Screenshots go to $BENCH_SCREENSHOT_DIR (default var/screenshots/; the ones in docs/screenshots/
 come from `BENCH_SCREENSHOT_DIR=docs/screenshots pytest tests/benchsite/bench/pages/test_browser.py`), so a test run never dirties the tree.
 """
 import os
@@ -175,7 +175,7 @@ def test_every_page_draws_its_charts_without_console_errors(browser, live_server
     for metric, value in (("allreduce_share", 0.3), ("allreduce_share_analytic", 0.45)):
         Measurement.objects.create(run=run, metric=metric, value=value)
     add_server_log(run, lines=100)
-    pages = [  # (screenshot or None, path): the README's waterfall and time budget are the 2 x H200 ones
+    pages = [  # (screenshot or None, path): the dashboard page's waterfall and time budget are the 2 x H200 ones
         ("home.png", "/"),                                   # (tests/benchsite/bench/pages/test_browser_waterfall.py)
         (None, f"/b/{ladder_benchmark.slug}/waterfall/"),
         (None, f"/runs/{run.pk}/"),

@@ -160,6 +160,17 @@ def test_compare_runs_has_deltas_significance_and_config_differences(client, h20
     assert differs == {"variant": ("CUDA graphs", "NCCL LL"), "host": ("", "gpu-7"), "env NCCL_PROTO": ("", "LL")}
 
 
+def test_compare_rows_keep_their_order_the_time_budget_last():
+    from benchsite.bench.pages.compare import metric_order
+    from runners import contract
+
+    names = {contract.LAUNCH_GAP_MS, contract.KV_BYTES_PER_TOKEN, contract.MEM_BANDWIDTH_GB_S, contract.CORRECT,
+             contract.WEIGHT_BYTES_PER_GPU, contract.ALLREDUCE_SHARE, contract.DECODE_TOK_S, "a_plugin_figure"}
+    assert metric_order(names) == [
+        contract.DECODE_TOK_S, contract.CORRECT, contract.ALLREDUCE_SHARE, contract.MEM_BANDWIDTH_GB_S,
+        contract.WEIGHT_BYTES_PER_GPU, contract.KV_BYTES_PER_TOKEN, contract.LAUNCH_GAP_MS, "a_plugin_figure"]
+
+
 def test_compare_commits_pairs_each_variant(client, h200_ladder):
     benchmark, runs = h200_ladder
     _run(benchmark, runs["eager"].variant, commit=SHA_A, tok_s=21.0, hours=1)

@@ -6,6 +6,7 @@ import pytest
 from benchsite.bench.lifecycle import claim, complete, fail, progress
 from benchsite.bench.lifecycle.trigger import runs_trigger
 from benchsite.bench.models import EngineSource, Run
+from runners.contract import BuildInfo
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +49,8 @@ def test_a_failed_git_run_shows_the_commit_it_tried_and_the_phase_it_failed_in(c
     progress.run_progress(run_id=run.id, phase="building engine", task_id="t")
     # what the worker sends when the build of a resolved ref fails (runners.job: BuildFailure.commit)
     fail.run_fail(run_id=run.id, error="building engine: commit 0123456789ab changes compiled sources",
-                      failure_kind="build", build={"path": "", "ref": "perf/x", "commit": SHA}, task_id="t")
+                      failure_kind="build", build=BuildInfo.from_dict({"path": "", "ref": "perf/x", "commit": SHA}),
+                      task_id="t")
     page = client.get(f"/runs/{run.id}/").content.decode()
     assert SHA in _field(page, "run-commit") and "installed engine" not in page
     assert "building engine" in _field(page, "run-phase") and "(where it failed)" in _field(page, "run-phase")
@@ -57,7 +59,7 @@ def test_a_failed_git_run_shows_the_commit_it_tried_and_the_phase_it_failed_in(c
     # failed before the worker resolved the ref: said so, never "installed engine"
     early = _running(git_benchmark, sent, ref="perf/y")
     fail.run_fail(run_id=early.id, error="building engine: cannot fetch", failure_kind="build",
-                      build={"path": "", "ref": "perf/y", "commit": ""}, task_id="t")
+                      build=BuildInfo.from_dict({"path": "", "ref": "perf/y", "commit": ""}), task_id="t")
     field = _field(client.get(f"/runs/{early.id}/").content.decode(), "run-commit")
     assert "not resolved: the run ended before the worker resolved the ref" in field
 

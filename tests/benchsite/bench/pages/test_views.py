@@ -42,6 +42,38 @@ def test_benchmark_list_shows_latest_state_and_decode_per_variant(client, histor
     assert "301.2" in html and "275.4" in html
 
 
+def test_a_home_row_of_two_commits_gives_the_outcome_its_commit(client, history):
+    """cuda graphs' newest run is wrong: its tok/s is not the row's figure, its outcome is, so the
+    outcome says which commit it is of; eager's figure and outcome are of one run: no commit added."""
+    from benchsite.bench.models import Measurement
+    from benchsite.regressions.outcomes import outcomes_refresh
+
+    older, wrong = history[(0, 2)], history[(2, 2)]
+    Run.objects.filter(pk=older.pk).update(commit="a451932" + "0" * 33)
+    Measurement.objects.create(run=wrong, metric="correct", value=0.0)
+    outcomes_refresh(run_ids=[wrong.pk])
+    response = client.get("/")
+    rows = {v["variant"].name: v for v in response.context["summaries"][0]["variants"]}
+    graphs, eager = rows["cuda graphs"], rows["eager"]
+    assert (graphs["latest"]["run_id"], graphs["latest"]["run__commit"][:7]) == (older.pk, "a451932")
+    assert (graphs["outcome"], graphs["outcome_commit"]) == ("incorrect", wrong.commit)
+    assert eager["latest"]["run_id"] == history[(2, 1)].pk and eager["outcome_commit"] == ""
+    html = response.content.decode()
+    row = html[html.index(f'id="home-variant-{wrong.variant_id}"'):]
+    row = row[:row.index("</tr>")]
+    assert "a451932" in row and "at <code>0123abcd</code>" in row
+    eager_row = html[html.index(f'id="home-variant-{eager["variant"].pk}"'):]
+    assert "outcome-commit" not in eager_row[:eager_row.index("</tr>")]
+
+
+@pytest.mark.parametrize("tp, allreduce", [(1, False), (2, True)])
+def test_the_benchmark_page_charts_allreduce_only_above_tp_1(client, ladder_benchmark, tp, allreduce):
+    Benchmark.objects.filter(pk=ladder_benchmark.pk).update(tensor_parallel_size=tp)
+    html = client.get(f"/b/{ladder_benchmark.slug}/").content.decode()
+    assert 'id="chart-decode_tok_s"' in html and 'id="chart-ttft_ms"' in html
+    assert ('id="chart-allreduce_share"' in html, 'id="chart-allreduce_us_per_call"' in html) == (allreduce, allreduce)
+
+
 def test_benchmark_page_anonymous_sees_ladder_chart_runs_and_login_link(client, history, ladder_benchmark):
     response = client.get(f"/b/{ladder_benchmark.slug}/")
     assert response.status_code == 200

@@ -1,9 +1,11 @@
-"""A GitHub and a GitLab on 127.0.0.1 for the pull-request reports: each request recorded
-(method, path, headers, JSON), answers as the real APIs give them, scriptable failures, and the
-App's JWT checked against the test key's public half."""
+"""A GitHub and a GitLab on 127.0.0.1 for the pull-request reports and the regression issues:
+each request recorded (method, path, headers, JSON), answers as the real APIs give them (issue
+payloads checked against their documented fields), scriptable failures, and the App's JWT
+checked against the test key's public half."""
 import itertools
 import json
 import re
+from urllib.parse import parse_qs
 import threading
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from benchsite.bench.models import Benchmark
 from benchsite.integrations.models import RepoWatch
-from benchsite.integrations.pulls import github_app
+from benchsite.integrations.github import app as github_app
 from benchsite.integrations.pulls.models import Comparison, PullRequest
 
 from ..conftest import SHA_B, make_benchmark
@@ -42,6 +44,9 @@ class FakeForge:
         self.gone: set[str] = set()  # comment or note ids answered 404
         self.check_runs: list[dict] = []
         self.statuses: dict[tuple, str] = {}
+        self.roles: dict[str, str] = {}  # login -> role on every repository (none when not listed)
+        self.issues: dict[int, dict] = {}  # number (GitHub) or iid (GitLab) -> the issue as the forge keeps it
+        self._numbers = itertools.count(1)
         self._ids = itertools.count(1001)
         self._lock = threading.Lock()
         self.routes = self._routes()
@@ -81,6 +86,7 @@ class FakeForge:
             ("POST", r"/app/installations/(\d+)/access_tokens", self._access_token),
             ("GET", r"/repos/[^/]+/[^/]+/commits/(\w+)/check-runs\?check_name=([^&]+)&filter=all", self._check_runs),
             ("POST", r"/repos/[^/]+/[^/]+/check-runs", self._new_check_run),
+            ("GET", r"/repos/[^/]+/[^/]+/collaborators/([^/]+)/permission", self._permission),
             ("PATCH", r"/repos/[^/]+/[^/]+/check-runs/(\d+)", lambda m, b: (200, {"id": int(m[1])})),
             ("POST", r"/repos/[^/]+/[^/]+/statuses/\w+", lambda m, b: (201, {"state": b["state"]})),
             ("POST", r"/repos/[^/]+/[^/]+/issues/\d+/comments", new_id),
@@ -88,7 +94,83 @@ class FakeForge:
             ("POST", r"/projects/([^/]+)/statuses/(\w+)", self._gitlab_status),
             ("POST", r"/projects/[^/]+/merge_requests/\d+/notes", new_id),
             ("PUT", r"/projects/[^/]+/merge_requests/\d+/notes/(\d+)", edit),
+            *self._issue_routes(new_id),
         ]
+
+    def _issue_routes(self, new_id):
+        return [
+            ("GET", r"/repos/[^/]+/[^/]+/issues\?(.*)", self._github_issues),
+            ("POST", r"/repos/([^/]+)/([^/]+)/issues", self._github_new_issue),
+            ("PATCH", r"/repos/[^/]+/[^/]+/issues/(\d+)", self._github_edit_issue),
+            ("GET", r"/projects/[^/]+/issues\?(.*)", self._gitlab_issues),
+            ("POST", r"/projects/([^/]+)/issues", self._gitlab_new_issue),
+            ("PUT", r"/projects/[^/]+/issues/(\d+)", self._gitlab_edit_issue),
+            ("POST", r"/projects/[^/]+/issues/(\d+)/notes", self._issue_note(new_id)),
+        ]
+
+    def _issue_note(self, new_id):
+        def note(match, body):
+            if int(match[1]) not in self.issues or not isinstance((body or {}).get("body"), str):
+                return 404 if int(match[1]) not in self.issues else 400, {"message": "bad note"}
+            return new_id(match, body)
+        return note
+
+    def _github_issues(self, match, body):
+        query = parse_qs(match[1])
+        label = query["labels"][0]
+        found = [i for i in self.issues.values() if label in [x["name"] for x in i["labels"]]]
+        return 200, sorted(found, key=lambda i: -i["number"])
+
+    def _github_new_issue(self, match, body):
+        """POST /repos/{owner}/{repo}/issues: title (required), body, labels (names); 201 with the issue."""
+        if not isinstance(body.get("title"), str) or not body["title"] or set(body) - {"title", "body", "labels"} \
+                or not all(isinstance(x, str) for x in body.get("labels", [])):
+            return 422, {"message": "Validation Failed"}
+        number = next(self._numbers)
+        self.issues[number] = {"number": number, "title": body["title"], "body": body.get("body"), "state": "open",
+                               "labels": [{"name": x} for x in body.get("labels", [])],
+                               "html_url": f"https://github.com/{match[1]}/{match[2]}/issues/{number}"}
+        return 201, self.issues[number]
+
+    def _github_edit_issue(self, match, body):
+        """PATCH .../issues/{number}: title, body, state open|closed, state_reason completed|not_planned|reopened."""
+        issue = self.issues.get(int(match[1]))
+        if issue is None:
+            return 404, {"message": "Not Found"}
+        if set(body) - {"title", "body", "state", "state_reason"} or body.get("state", "open") not in ("open", "closed") \
+                or body.get("state_reason", "completed") not in ("completed", "not_planned", "reopened"):
+            return 422, {"message": "Validation Failed"}
+        issue.update(body)
+        return 200, issue
+
+    def _gitlab_issues(self, match, body):
+        query = parse_qs(match[1])
+        label, search = query["labels"][0], query.get("search", [""])[0]
+        found = [i for i in self.issues.values() if label in i["labels"] and search in (i["description"] or "")]
+        return 200, sorted(found, key=lambda i: -i["iid"])
+
+    def _gitlab_new_issue(self, match, body):
+        """POST /projects/:id/issues: title (required), description, labels (comma-separated)."""
+        if not isinstance(body.get("title"), str) or not body["title"] or set(body) - {"title", "description", "labels"} \
+                or not isinstance(body.get("labels", ""), str):
+            return 400, {"message": "title is missing"}
+        iid = next(self._numbers)
+        self.issues[iid] = {"iid": iid, "title": body["title"], "description": body.get("description"),
+                            "state": "opened", "labels": body.get("labels", "").split(","),
+                            "web_url": f"https://gitlab.com/{unquote(match[1])}/-/issues/{iid}"}
+        return 201, self.issues[iid]
+
+    def _gitlab_edit_issue(self, match, body):
+        """PUT /projects/:id/issues/:iid: title, description, state_event close|reopen."""
+        issue = self.issues.get(int(match[1]))
+        if issue is None:
+            return 404, {"message": "404 Not found"}
+        if set(body) - {"title", "description", "state_event"} or body.get("state_event", "close") not in ("close", "reopen"):
+            return 400, {"message": "state_event does not have a valid value"}
+        issue.update({k: v for k, v in body.items() if k != "state_event"})
+        if "state_event" in body:
+            issue["state"] = "closed" if body["state_event"] == "close" else "opened"
+        return 200, issue
 
     def _new_check_run(self, match, body):
         self.check_runs.append({"id": next(self._ids), **body})
@@ -97,6 +179,12 @@ class FakeForge:
     def _check_runs(self, match, body):
         found = [r for r in self.check_runs if r["head_sha"] == match[1] and r["name"] == unquote(match[2])]
         return 200, {"total_count": len(found), "check_runs": found}
+
+    def _permission(self, match, body):
+        """As GitHub answers: `permission` folds maintain into write and triage into read."""
+        role = self.roles.get(unquote(match[1]), "none")
+        folded = {"maintain": "write", "triage": "read"}.get(role, role)
+        return 200, {"permission": folded, "role_name": role, "user": {"login": unquote(match[1])}}
 
     def _gitlab_status(self, match, body):
         """GitLab refuses a status in the state it has already."""

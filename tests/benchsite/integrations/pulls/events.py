@@ -41,11 +41,14 @@ def github_comment(body="/bench", *, number=12, association="MEMBER", user="bob"
 
 
 def github_check_run(action="rerequested", *, name="decode-bench/tiny-a", external_id="1", head=HEAD,
-                     number=12, app_slug="decode-bench") -> dict:
-    return {"action": action, "repository": _repo(REPO), "sender": {"login": "carol"},
-            "check_run": {"id": 555, "name": name, "head_sha": head, "external_id": external_id,
-                          "status": "completed", "app": {"id": 1, "slug": app_slug},
-                          "pull_requests": [{"number": number, "head": {"sha": head}}]}}
+                     number=12, app_slug="decode-bench", identifier=None, sender="carol") -> dict:
+    payload = {"action": action, "repository": _repo(REPO), "sender": {"login": sender},
+               "check_run": {"id": 555, "name": name, "head_sha": head, "external_id": external_id,
+                             "status": "completed", "app": {"id": 1, "slug": app_slug},
+                             "pull_requests": [{"number": number, "head": {"sha": head}}]}}
+    if identifier is not None:  # a button of the check run (action requested_action)
+        payload["requested_action"] = {"identifier": identifier}
+    return payload
 
 
 GITLAB_PROJECT = {"id": 15, "name": "vllm", "web_url": "https://gitlab.com/group/sub/vllm",

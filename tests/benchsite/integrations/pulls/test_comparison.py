@@ -80,7 +80,7 @@ def test_a_slowdown_too_noisy_to_tell_from_zero_is_inconclusive_never_passed():
 
 
 def test_the_series_noise_pools_into_the_interval_of_engine_starts():
-    from benchsite.regressions.sensitivity import Noise
+    from benchsite.regressions.detect.sensitivity import Noise
 
     base, head = [217.0, 217.4], [215.0, 215.1]
     welch, pooled = ratio_change(base, head), ratio_change(base, head, Noise(0.0008, 14))

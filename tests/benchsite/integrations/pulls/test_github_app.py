@@ -6,8 +6,8 @@ from datetime import timedelta
 import jwt
 import pytest
 
-from benchsite.integrations.pulls import github_app
-from benchsite.integrations.pulls.client import TransientReportError
+from benchsite.integrations.github import app as github_app
+from benchsite.integrations.forge_api import TransientReportError
 from benchsite.integrations.pulls.report import comparison_report
 
 from .conftest import APP_ID, INSTALLATION, INSTALLATION_TOKEN, make_comparison, pem

@@ -1,5 +1,6 @@
 """The Markdown of a comparison (numbers with units, missing values as a dash), and the task
 that reports it: queued on the web queue, retried while the forge is down."""
+from benchsite.config import RetryPolicy
 from benchsite.integrations.pulls import tasks
 from benchsite.integrations.pulls.report import comparison_markdown
 
@@ -58,9 +59,9 @@ def test_the_task_retries_a_transient_error_then_gives_up(github, settings, db, 
         raise RuntimeError("retry")
 
     monkeypatch.setattr(tasks.report_pull, "retry", retry)
-    settings.BENCH_STATUS_MAX_RETRIES, settings.BENCH_STATUS_RETRY_BASE_MS = 1, 2000
+    settings.BENCH_STATUS_RETRY = RetryPolicy(retries=1, base_s=2)
     result = tasks.report_pull.apply(args=[comparison.id])
     assert retries == [2.0] and "retry" in repr(result.result)
-    settings.BENCH_STATUS_MAX_RETRIES = 0  # past the retries: logged, False
+    settings.BENCH_STATUS_RETRY = RetryPolicy(retries=0, base_s=2)  # past the retries: logged, False
     assert tasks.report_pull.apply(args=[comparison.id]).get() is False
     assert tasks.report_pull.apply(args=[999_999]).get() is False  # a comparison deleted since

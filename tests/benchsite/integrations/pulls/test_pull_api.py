@@ -71,10 +71,11 @@ def test_a_pull_request_as_json(client, scene):
         "tiny-a", "done", "passed", BASE, "gpu-7")
     assert done["table"][0]["base"] == ROW["base"] and done["table"][0]["head_runs"] == [scene.head_run.id]
     assert done["runs"] == [
-        {"id": scene.base_run.id, "role": "base", "variant": "eager", "state": "SUCCEEDED",
+        {"id": scene.base_run.id, "role": "base", "variant": "eager", "state": "SUCCEEDED", "round": 1,
          "url": f"http://testserver/runs/{scene.base_run.id}/"},
-        {"id": scene.head_run.id, "role": "head", "variant": "eager", "state": "SUCCEEDED",
+        {"id": scene.head_run.id, "role": "head", "variant": "eager", "state": "SUCCEEDED", "round": 1,
          "url": f"http://testserver/runs/{scene.head_run.id}/"}]
+    assert (done["starts_per_side"], done["starts_used"]) == (scene.latest.starts_per_side, {"base": 1, "head": 1})
     assert (running["benchmark"], running["state"], running["outcome"]) == ("tiny-b", "running", "pending")
     assert [(e["head_sha"], e["benchmark"], e["state"], e["outcome"]) for e in data["earlier"]] == [
         (H1, "tiny-b", "cancelled", "not_judged"), (H1, "tiny-a", "done", "regressed")]

@@ -91,6 +91,17 @@ def test_a_gitlab_subgroup_pull_request(client, scene):
     assert "MR three" in page and "nothing compared" in page
 
 
+def test_the_repository_keeps_its_case_on_pages_and_is_found_in_any_case(client, scene):
+    watch = RepoWatch.objects.create(repo_url="https://github.com/Codertocat/Hello-World.git", branches=["main"],
+                                     secret_env="X")
+    assert (watch.repo_key, watch.repo_name) == ("github.com/codertocat/hello-world", "github.com/Codertocat/Hello-World")
+    PullRequest.objects.create(watch=watch, provider="github", repo_key=watch.repo_key, number=2,
+                               title="Update the README", base_branch="main", head_sha=H1)
+    for path in ("/pr/github.com/Codertocat/Hello-World/2/", "/pr/github.com/codertocat/hello-world/2/"):
+        content = text(client.get(path)).split("</header>", 1)[1]  # the header's login link repeats the path
+        assert "<code>github.com/Codertocat/Hello-World</code>" in content and "hello-world" not in content
+
+
 def test_an_unknown_pull_request_is_a_404_that_says_so(client, scene):
     response = client.get("/pr/github.com/acme/vllm/13/")
     assert response.status_code == 404
