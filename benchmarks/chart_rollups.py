@@ -1,4 +1,4 @@
-"""The chart JSON of one big benchmark served from its rolled-up series (bench.pages.rollups), right
+"""The chart JSON of one big benchmark served from its rolled-up series (bench.domain.rollups), right
 after a result landed, against the same chart shaped from the raw tables.
 
 Seeds RUNS runs (VARIANTS per commit, each commit with a build and its first-parent depth, 8
@@ -113,7 +113,7 @@ def _raw_path(rounds: int) -> float:
     from django.core.cache import cache
 
     from benchsite.bench.models import Benchmark
-    from benchsite.bench.pages import history
+    from benchsite.bench.domain import chart_series as history
 
     benchmark = Benchmark.objects.select_related("engine_source").get(slug=SLUG)
     times = []

@@ -89,13 +89,13 @@ from os.path import _private_of_the_stdlib
 from . import results
 import runners.builder.overlay as overlay
 import benchsite.bench.pages
-results._kept(); overlay._farm(); benchsite.bench.pages.history._rows()
+results._kept(); overlay._farm(); benchsite.bench.domain.chart_series._rows()
 results.__name__; overlay.__file__; _own(); self_object._attribute
 """
     assert private_uses(source, "benchsite.bench.lifecycle.complete") == {
         "benchsite.bench.lifecycle.dispatch._hidden", "benchsite.bench.lifecycle.progress._late",
         "benchsite.bench.lifecycle.results._kept", "runners.builder.overlay._farm",
-        "benchsite.bench.pages.history._rows"}
+        "benchsite.bench.domain.chart_series._rows"}
 
 
 def test_a_module_may_use_its_own_private_names():

@@ -24,7 +24,7 @@ class BenchConfig(AppConfig):
         for path in runtime_dirs():
             path.mkdir(parents=True, exist_ok=True)
         # Writes that change a chart keep its rolled-up series current.
-        from .pages import rollup_triggers
+        from .domain import rollup_triggers
 
         rollup_triggers.connect()
         # ... and the home page's cached summaries keyed on their benchmark's version.

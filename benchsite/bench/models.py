@@ -470,8 +470,8 @@ class ReaperState(models.Model):
 
 
 class SeriesRollup(models.Model):
-    """One chart's series (bench.pages.history at MAX_POINTS) kept between requests: rebuilt when a
-    result lands, a verdict is re-judged or a run is deleted (bench.pages.rollups), so a chart
+    """One chart's series (bench.domain.chart_series at MAX_POINTS) kept between requests: rebuilt when a
+    result lands, a verdict is re-judged or a run is deleted (bench.domain.rollups), so a chart
     request reads this row instead of its benchmark's whole history."""
     benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="rollups")
     metric = models.CharField(max_length=100)

@@ -8,7 +8,8 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ..storage import artifacts as artifact_store
-from . import compare, history, home, rollups, runpage, selectors, waterfall
+from . import compare, history, home, runpage, selectors, waterfall
+from ..domain import rollups
 from ..domain import permissions
 from ..worker import pools
 from ..lifecycle import cancel, trigger

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from benchsite.bench.pages import history
+from benchsite.bench.domain import chart_series as history
 from benchsite.bench.worker import pools
 from benchsite.bench.lifecycle import complete, dispatch, fail, trigger
 from benchsite.bench.models import Benchmark, Build, EngineSource, Patch, Run, Variant

@@ -15,7 +15,8 @@ import uuid
 import httpx
 import pytest
 
-from benchsite.bench.pages import history, home, selectors
+from benchsite.bench.domain import chart_series as history
+from benchsite.bench.pages import home, selectors
 from benchsite.bench.lifecycle import claim, complete, dispatch
 from benchsite.bench.lifecycle.trigger import runs_trigger, variant_create
 from benchsite.bench.domain.branches import first_parent_order

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from benchsite.bench.models import Benchmark
 from benchsite.bench.domain import home_cache
-from benchsite.bench.pages import rollups
+from benchsite.bench.domain import rollups
 
 
 class Command(BaseCommand):

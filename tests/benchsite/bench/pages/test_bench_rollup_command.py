@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from benchsite.bench.models import Benchmark, Measurement, Run, SeriesRollup, Variant
-from benchsite.bench.pages import history, rollups
+from benchsite.bench.domain import chart_series as history, rollups
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from benchsite.bench.lifecycle import results
-from benchsite.bench.pages.downsample import lttb_indices
+from benchsite.bench.domain.downsample import lttb_indices
 from benchsite.bench.models import Annotation, Benchmark, Measurement, Run, Variant
 
 pytestmark = pytest.mark.django_db

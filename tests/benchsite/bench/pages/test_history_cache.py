@@ -1,4 +1,4 @@
-"""The chart endpoint's rolled-up series (bench.pages.rollups): a repeat request reads no series,
+"""The chart endpoint's rolled-up series (bench.domain.rollups): a repeat request reads no series,
 and every write that changes a chart (a new run, a verdict re-judged in place, a renamed variant, a new annotation)
 shows on the next request."""
 import uuid

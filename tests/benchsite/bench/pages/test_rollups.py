@@ -1,4 +1,4 @@
-"""Rolled-up chart series (bench.pages.rollups) against a recomputation from the raw tables after
+"""Rolled-up chart series (bench.domain.rollups) against a recomputation from the raw tables after
 random inserts, deletes and re-judged verdicts, each committed as the service commits them."""
 import json
 import uuid
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchsite.bench.models import Benchmark, Build, EngineSource, Measurement, Run, SeriesRollup, Variant
-from benchsite.bench.pages import history, rollups
+from benchsite.bench.domain import chart_series as history, rollups
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """The writes that change a chart mark its benchmark's rolled-up series stale and rebuild them once
-committed (bench.pages.rollups). Connected in BenchConfig.ready. Bulk writes send no signals:
+committed (bench.domain.rollups). Connected in BenchConfig.ready. Bulk writes send no signals:
 `manage.py bench_rollup` finds those by the raw data's version."""
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from functools import partial
 
 from django.db import transaction
 
-from . import rollups
-from ..domain import write_watch
+from . import rollups, write_watch
 
 # A run's fields the charts read (history._rows); saves of other fields (progress, heartbeats) change no chart.
 CHART_RUN_FIELDS = frozenset({"state", "trigger", "commit", "branch", "ref", "build", "variant", "batch", "created_at"})

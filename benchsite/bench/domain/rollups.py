@@ -4,7 +4,7 @@ whatever the benchmark's history holds.
 
 - A write that changes a chart (a measurement stored or re-judged, a run succeeded or deleted, a
   variant changed) marks its benchmark's rollups stale and, once committed, rebuilds them
-  (bench.pages.rollup_triggers).
+  (bench.domain.rollup_triggers).
 - A request that finds its rollup missing, stale or built for other variants or another main line
   rebuilds it first, so a chart is never older than its data; except while a write's rebuild of
   it runs (at most REBUILD_GRACE_S): then the previous series is served, so that readers do not
@@ -23,8 +23,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
-from . import history
-from ..domain.branches import main_line
+from . import chart_series as history
+from .branches import main_line
 from ..models import Benchmark, Run, SeriesRollup
 
 log = logging.getLogger(__name__)
