@@ -1,0 +1,34 @@
+"""The JSON API's base view: DRF's APIView answering as the hand-written views did."""
+from rest_framework import exceptions
+from rest_framework.views import APIView
+
+
+class JsonApiView(APIView):
+    """A view of the JSON API: `methods` are the HTTP methods it answers (others get Django's 405,
+    before anything else is checked); the rate limit (throttle_classes) comes before the token
+    and the role (permission_classes), which read it only when they need it. Django's CSRF check
+    stays on (a cookie-less POST gets its 403 before the view's 405) unless `csrf_exempt`: a view
+    that takes a POST with a bearer token, not cookies."""
+    methods: tuple[str, ...] = ("GET",)
+    csrf_exempt = False
+
+    @classmethod
+    def as_view(cls, **initkwargs):
+        view = super().as_view(**initkwargs)
+        view.csrf_exempt = cls.csrf_exempt  # APIView.as_view exempts every view
+        return view
+
+    @property
+    def default_response_headers(self):
+        return {}  # no Allow or Vary on every answer, as before
+
+    def initial(self, request, *args, **kwargs):
+        # DRF's initial() in this order: the method, the rate limit, then the permissions. A request
+        # over the limit is refused before its token is looked at, and a refused one counts too.
+        if request.method not in self.methods:
+            raise exceptions.MethodNotAllowed(request.method)
+        self.format_kwarg = self.get_format_suffix(**kwargs)
+        request.accepted_renderer, request.accepted_media_type = self.perform_content_negotiation(request)
+        request.version, request.versioning_scheme = self.determine_version(request, *args, **kwargs)
+        self.check_throttles(request)
+        self.check_permissions(request)  # authenticates lazily: request.user reads the token
