@@ -7,12 +7,14 @@ from rest_framework.views import APIView
 def _release(response) -> None:
     """Once the answer is rendered, its data and the view are let go. DRF keeps them in reference
     cycles (the response's context holds the view, which holds the response; the request's parser
-    context holds the view): left to the collector, a hundred runs' dicts outlive the request and
-    make its full passes, tens of ms, come every few requests."""
+    context holds the view; Django's View.setup makes `head` the view's own bound `get`): left to
+    the collector, a hundred runs' dicts outlive the request and make its full passes, tens of ms,
+    come every few requests."""
     view = response.renderer_context.get("view")
     response.data = response.renderer_context = None
     if view is not None:
         view.response = view.request.parser_context = None
+        view.__dict__.pop("head", None)
 
 
 class JsonApiView(APIView):
