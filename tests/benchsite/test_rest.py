@@ -23,11 +23,15 @@ def test_an_answer_lets_go_of_its_data_and_view_once_rendered(client):
     response = client.get("/api/runs/", {"limit": "1"})
     assert response.status_code == 200 and response.json() == {"runs": []}
     assert response.data is None and response.renderer_context is None
+    def views() -> set[int]:  # the document's generator keeps views of its own
+        return {id(o) for o in gc.get_objects() if type(o).__name__ == "RunsView"}
+
     gc.collect()
+    before = views()
     gc.disable()
     try:
         client.get("/api/runs/", {"limit": "0"})  # an error answer too
         client.get("/api/runs/")
-        assert not [o for o in gc.get_objects() if type(o).__name__ == "RunsView"]
+        assert views() <= before
     finally:
         gc.enable()
