@@ -8,19 +8,17 @@ from benchsite.bench.models import Benchmark, EngineSource, Run, Variant
 from runners import contract
 
 from benchsite.bench.domain import repos
+from benchsite.rest.answers import ApiError
 
 _COMMIT_PREFIX = re.compile(r"^[0-9a-f]{4,64}$")
 _POINT_ID = re.compile(r"^c\d{1,4}-p\d{1,8}-m\d{1,8}(-r[0-9.e+-]{1,24})?$")  # runners.contract.WorkloadPoint.id
 MAX_LIMIT = 500
 RUN_FILTERS = ("commit", "benchmark", "state", "outcome", "ref", "branch", "pull_request", "repo", "limit", "point")
+TRIGGER_FIELDS = ("benchmark", "commit", "ref", "variants", "repeats", "force")
 
 
-class BadRequest(ValueError):
-    """The request is not acceptable; `status` and the message say why."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
+class BadRequest(ApiError):
+    """The request is not acceptable; `status` and the message say why (the answer: {"error": message})."""
 
 
 @dataclass(frozen=True)
@@ -116,9 +114,9 @@ def trigger_request_parse(body: bytes) -> TriggerRequest:
         raise BadRequest('send a JSON object: {"benchmark": SLUG, "commit": SHA or "ref": NAME, "variants": [...]}')
     if _has_nul(data):  # PostgreSQL text cannot hold one: a lookup with it is an error, not "no match"
         raise BadRequest("the body contains a NUL character")
-    unknown = sorted(set(data) - {"benchmark", "commit", "ref", "variants", "repeats", "force"})
+    unknown = sorted(set(data) - set(TRIGGER_FIELDS))
     if unknown:
-        raise BadRequest(f"unknown fields {unknown}; use benchmark, commit, ref, variants, repeats, force")
+        raise BadRequest(f"unknown fields {unknown}; use {', '.join(TRIGGER_FIELDS)}")
     slug = data.get("benchmark")
     if not isinstance(slug, str) or not slug:
         raise BadRequest("`benchmark` (a slug) is required")

@@ -7,6 +7,7 @@ from django.utils import timezone
 from .models import ApiToken
 
 TOKEN_PREFIX = "dbt_"
+SEND_TOKEN = "send `Authorization: Bearer <token>`"
 
 
 class ApiAuthError(Exception):
@@ -24,11 +25,17 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
     return token, raw
 
 
-def api_token_authenticate(*, authorization: str) -> ApiToken:
+def bearer(authorization: str) -> str:
+    """The token an `Authorization: Bearer <token>` header sends; "" when it sends none."""
     scheme, _, raw = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        raise ApiAuthError("send `Authorization: Bearer <token>`")
-    token = ApiToken.objects.select_related("user").filter(token_sha256=_token_hash(raw.strip())).first()
+    return raw.strip() if scheme.lower() == "bearer" else ""
+
+
+def api_token_authenticate(*, authorization: str) -> ApiToken:
+    raw = bearer(authorization)
+    if not raw:
+        raise ApiAuthError(SEND_TOKEN)
+    token = ApiToken.objects.select_related("user").filter(token_sha256=_token_hash(raw)).first()
     if token is None or token.revoked or not token.user.is_active:
         raise ApiAuthError("invalid or revoked token")
     ApiToken.objects.filter(id=token.id).update(last_used_at=timezone.now())

@@ -1,19 +1,26 @@
-"""Thin views: the webhook endpoints, the JSON runs API and the pull-request page."""
+"""Thin views: the webhook endpoints, the JSON API (Django REST framework: api_access.py says who
+may ask what, serializers.py what the answers are) and the pull-request page."""
 from django.conf import settings
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.response import Response
 
-from benchsite.bench.domain import permissions
 from benchsite.bench.worker import pools
 from benchsite.bench.lifecycle import trigger
 from benchsite.bench.models import Run
+from benchsite.rest.answers import ErrorSerializer, JsonRenderer, RateLimitedSerializer
+from benchsite.rest.views import JsonApiView
 
-from . import api, openapi, ratelimit, selectors, tokens, webhooks
+from . import api, api_access, ratelimit, selectors, webhooks
 from .forges import forge_for
 from .pulls import selectors as pull_selectors
 from .pulls.page import pull_page_context
+from .serializers import (COMMIT_SHA, CommitSerializer, PullSerializer, RunFiltersSerializer, RunsSerializer,
+                          TriggerSerializer)
 
 
 def _read_bounded(request) -> bytes | None:
@@ -62,81 +69,99 @@ def _base_url(request) -> str:
     return f"{request.scheme}://{request.get_host()}"
 
 
-def _api_limited(request) -> JsonResponse | None:
-    """The 429 answer when this token or address asked too often this minute, else None."""
-    authorization = request.headers.get("Authorization", "")
-    ident = f"token:{authorization}" if authorization else f"address:{request.META.get('REMOTE_ADDR', '')}"
-    if ratelimit.over("api", ident, limit=settings.BENCH_API_REQUESTS_PER_MIN):
-        return _too_many(f"more than {settings.BENCH_API_REQUESTS_PER_MIN} requests a minute for this "
-                         f"{'token' if authorization else 'address'}")
-    return None
+_ERRORS = {400: "bad parameters or body", 401: "missing or invalid bearer token (WWW-Authenticate says how to send one)",
+           403: "the token's user is a viewer", 404: "no such benchmark, commit or pull request",
+           409: "no worker serves the benchmark's pool (send force: true)"}
 
 
-def _api_error(exc: api.BadRequest) -> JsonResponse:
-    response = JsonResponse({"error": str(exc)}, status=exc.status)
-    if exc.status == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="decode-bench"'
-    return response
+def _answers(ok: dict, *errors: int) -> dict:
+    """An operation's answers for the document: OK ({status: (serializer, words)}), ERRORS and the 429."""
+    answers = {status: OpenApiResponse(serializer, description=words) for status, (serializer, words) in ok.items()}
+    answers.update({status: OpenApiResponse(ErrorSerializer, description=_ERRORS[status]) for status in errors})
+    answers[429] = OpenApiResponse(RateLimitedSerializer, description="rate limited: more than "
+                                   "BENCH_API_REQUESTS_PER_MIN requests this minute from the token or address")
+    return answers
 
 
-def _may_read(request) -> None:
-    if settings.BENCH_PRIVATE_DASHBOARD and not request.user.is_authenticated:
-        _authenticated(request)  # a private dashboard: reading runs takes a token too
+_HEADERS = [OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, response=[429],
+                             description="seconds until the next minute, when the count starts again"),
+            OpenApiParameter("WWW-Authenticate", str, OpenApiParameter.HEADER, response=[401],
+                             description='Bearer realm="decode-bench"')]
 
 
-@csrf_exempt  # bearer tokens, not cookies: no CSRF exposure
-@require_http_methods(["GET", "POST"])
-def runs(request):
-    if limited := _api_limited(request):
-        return limited
-    try:
-        if request.method == "GET":
-            _may_read(request)
-            found = selectors.runs_filter(filters=api.run_filters_parse(request.GET))
-            return JsonResponse({"runs": selectors.runs_json(found, base_url=_base_url(request))})
-        return _trigger(request)
-    except api.BadRequest as exc:
-        return _api_error(exc)
+class RunsView(api_access.ApiView):
+    """Runs, newest first (GET); trigger a benchmark (POST, members' tokens)."""
+    methods = ("GET", "POST")
+    csrf_exempt = True  # bearer tokens, not cookies: no CSRF exposure
+    method_permissions = {"POST": [api_access.MayTrigger]}
+
+    @extend_schema(operation_id="runs_list", summary="Runs, newest first", description=(
+                       "Each run with its figures, outcome and verdicts; a private dashboard takes a token. Unknown "
+                       "parameters are refused."), parameters=[RunFiltersSerializer, *_HEADERS],
+                   responses=_answers({200: (RunsSerializer, "the runs")}, 400, 401))
+    def get(self, request):
+        found = selectors.runs_filter(filters=api.run_filters_parse(request.GET))
+        return Response({"runs": selectors.runs_json(found, base_url=_base_url(request))})
+
+    @extend_schema(operation_id="runs_trigger", summary="Trigger a benchmark at a commit or ref (members' tokens)",
+                   description="Queues a run of each variant asked for (all of them by default).",
+                   request=TriggerSerializer, parameters=_HEADERS,
+                   responses=_answers({201: (RunsSerializer, "the runs created")}, 400, 401, 403, 404, 409))
+    def post(self, request):
+        req = api.trigger_request_parse(request.body)
+        pool = pools.pool_status(req.benchmark.gpu_pool)
+        if not pool["served"] and not req.force:
+            raise api.BadRequest(f"{pool['message']}: the runs would wait until a worker of the pool starts; "
+                                 'send "force": true to queue them all the same', status=409)
+        try:
+            created = trigger.runs_trigger(benchmark=req.benchmark, trigger=Run.Trigger.API, user=request.user,
+                                           variants=req.variants, commit=req.commit, ref=req.ref, repeats=req.repeats)
+        except trigger.TriggerError as exc:
+            raise api.BadRequest(str(exc)) from None
+        return Response({"runs": selectors.runs_json(created, base_url=_base_url(request))}, status=201)
 
 
-@require_http_methods(["GET"])
-def commit(request, sha):
-    """A commit's outcome and the runs that decide it."""
-    if limited := _api_limited(request):
-        return limited
-    try:
-        _may_read(request)
+class CommitView(api_access.ApiView):
+    @extend_schema(operation_id="commit_read", summary="A commit's outcome and the runs that decide it",
+                   description="Bisection and canary runs decide no commit's outcome.",
+                   parameters=[OpenApiParameter("sha", str, OpenApiParameter.PATH, description=COMMIT_SHA), *_HEADERS],
+                   responses=_answers({200: (CommitSerializer, "the commit's outcome")}, 400, 401, 404))
+    def get(self, request, sha):
         found = selectors.commit_json(selectors.commit_resolve(sha), base_url=_base_url(request))
         if not found["runs"]:
             raise api.BadRequest(f"commit {found['commit']} has only bisection or canary runs: none decides "
                                  "its outcome", status=404)
-        return JsonResponse(found)
-    except api.BadRequest as exc:
-        return _api_error(exc)
+        return Response(found)
 
 
-@require_http_methods(["GET"])
-def pull_api(request, host, repo, number):
-    """A pull request's outcome, its latest head's comparisons with their tables, and its history."""
-    if limited := _api_limited(request):
-        return limited
-    try:
-        _may_read(request)
+class PullView(api_access.ApiView):
+    @extend_schema(operation_id="pull_read", summary="A pull request's outcome: its latest head's comparisons, "
+                   "their tables and runs", description="Also its earlier pushes' comparisons and who asked for "
+                   "what. Another form of /api/pulls/ URL is a 404 that says this one.", parameters=[
+                       OpenApiParameter("host", str, OpenApiParameter.PATH,
+                                        description="the repository's host: github.com, gitlab.com, ..."),
+                       OpenApiParameter("repo", str, OpenApiParameter.PATH,
+                                        description="the repository's path on its host, its slashes as they are: "
+                                                    "owner/name, group/sub/name"),
+                       OpenApiParameter("number", int, OpenApiParameter.PATH,
+                                        description="the pull request's number (GitLab: the merge request's iid)"),
+                       *_HEADERS],
+                   responses=_answers({200: (PullSerializer, "the pull request")}, 401, 404))
+    def get(self, request, host, repo, number):
         pull = pull_selectors.pull_find(host=host, repo=repo, number=number)
         if pull is None:
             raise api.BadRequest(f"no pull request {host}/{repo}#{number}: none of a watched repository by that "
                                  "number was delivered", status=404)
-        return JsonResponse(selectors.pull_json(pull_selectors.pull_summary(pull), base_url=_base_url(request)))
-    except api.BadRequest as exc:
-        return _api_error(exc)
+        return Response(selectors.pull_json(pull_selectors.pull_summary(pull), base_url=_base_url(request)))
 
 
-@require_http_methods(["GET"])
-def pull_api_malformed(request):
-    if limited := _api_limited(request):
-        return limited
-    return _api_error(api.BadRequest(f"{request.path!r} names no pull request: use "
-                                     "/api/pulls/<host>/<owner>/<name>/<number>/", status=404))
+@extend_schema(exclude=True)  # a JSON 404 that says the form, for any other /api/pulls/ URL
+class PullMalformedView(api_access.ApiView):
+    permission_classes = []
+
+    def get(self, request):
+        raise api.BadRequest(f"{request.path!r} names no pull request: use /api/pulls/<host>/<owner>/<name>/<number>/",
+                             status=404)
 
 
 @require_http_methods(["GET"])
@@ -148,31 +173,13 @@ def pull_page(request, host, repo, number):
     return render(request, "hooks/pull.html", pull_page_context(pull_selectors.pull_summary(pull)))
 
 
-def _authenticated(request):
-    try:
-        return tokens.api_token_authenticate(authorization=request.headers.get("Authorization", ""))
-    except tokens.ApiAuthError as exc:
-        raise api.BadRequest(str(exc), status=401) from None
+@extend_schema(exclude=True)
+class OpenApiDocument(JsonApiView, SpectacularAPIView):
+    """/api/openapi.json: drf-spectacular's document of the API, generated once per process."""
+    renderer_classes = [JsonRenderer]
+    document = None
 
-
-def _trigger(request):
-    token = _authenticated(request)
-    if not permissions.is_member(token.user):
-        raise api.BadRequest(f"user {token.user.get_username()!r} is a viewer: only members trigger runs", status=403)
-    req = api.trigger_request_parse(request.body)
-    pool = pools.pool_status(req.benchmark.gpu_pool)
-    if not pool["served"] and not req.force:
-        raise api.BadRequest(f"{pool['message']}: the runs would wait until a worker of the pool starts; "
-                             'send "force": true to queue them all the same', status=409)
-    try:
-        created = trigger.runs_trigger(benchmark=req.benchmark, trigger=Run.Trigger.API, user=token.user,
-                                              variants=req.variants, commit=req.commit, ref=req.ref,
-                                              repeats=req.repeats)
-    except trigger.TriggerError as exc:
-        raise api.BadRequest(str(exc)) from None
-    return JsonResponse({"runs": selectors.runs_json(created, base_url=_base_url(request))}, status=201)
-
-
-@require_http_methods(["GET"])
-def openapi_document(request):
-    return JsonResponse(openapi.openapi_document())
+    def get(self, request, *args, **kwargs):
+        if OpenApiDocument.document is None:
+            OpenApiDocument.document = self.generator_class(urlconf=self.urlconf).get_schema(request=request, public=True)
+        return Response(OpenApiDocument.document)

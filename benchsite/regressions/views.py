@@ -1,17 +1,22 @@
-"""Thin views: a benchmark's change points (with marks), and marking one expected or a false alarm."""
+"""Thin views: a benchmark's change points (with marks, and its chart's marks as JSON), and marking one
+expected or a false alarm."""
 from django.contrib import messages
-from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.response import Response
 
 from benchsite.bench.models import Benchmark
 from benchsite.bench.domain.permissions import member_required
+from benchsite.rest.answers import ApiError, ErrorSerializer
+from benchsite.rest.views import JsonApiView
 from runners import contract
 
 from . import selectors
 from .bisection import BisectError, bisection_start
 from .changepoints import MarkError, changepoint_mark
 from .models import ChangePoint
+from .serializers import MarksQuerySerializer, MarksSerializer
 
 # The buttons that mark a change point: what each does, in words.
 MARK_WORDS = {ChangePoint.Status.EXPECTED: "Mark expected (restart the baseline)",
@@ -31,15 +36,27 @@ def benchmark_changes(request, slug):
     })
 
 
-@require_GET
-def api_chart_marks(request, slug):
-    benchmark = get_object_or_404(Benchmark, slug=slug)
-    metric = request.GET.get("metric", contract.DECODE_TOK_S)
-    if metric not in contract.METRICS:
-        return JsonResponse({"error": f"unknown metric {metric!r}"}, status=400)
-    point = request.GET.get("point", "")
-    point = "" if point == benchmark.default_point else point  # the first point's marks are keyed ""
-    return JsonResponse({"benchmark": slug, "metric": metric,
+class ChartMarksView(JsonApiView):
+    """The marks of a benchmark's chart (static/bench/chart.js asks for them). Open like the chart
+    itself: no token, no rate limit; an unknown benchmark gets Django's 404 page."""
+
+    @extend_schema(operation_id="marks_read", summary="The marks of a benchmark's chart: its verdicts that found a "
+                   "change, and its change points", description=(
+                       "What the benchmark page's chart marks, of a metric at a workload point. No token and no rate "
+                       "limit; on a private dashboard, a logged-in session."), parameters=[
+                       OpenApiParameter("slug", str, OpenApiParameter.PATH, description="the benchmark's slug"),
+                       MarksQuerySerializer],
+                   responses={200: OpenApiResponse(MarksSerializer, description="the marks"),
+                              400: OpenApiResponse(ErrorSerializer, description="an unknown metric"),
+                              404: OpenApiResponse(description="no such benchmark (an HTML page)")})
+    def get(self, request, slug):
+        benchmark = get_object_or_404(Benchmark, slug=slug)
+        metric = request.GET.get("metric", contract.DECODE_TOK_S)
+        if metric not in contract.METRICS:
+            raise ApiError(f"unknown metric {metric!r}")
+        point = request.GET.get("point", "")
+        point = "" if point == benchmark.default_point else point  # the first point's marks are keyed ""
+        return Response({"benchmark": slug, "metric": metric,
                          **selectors.chart_marks(benchmark=benchmark, metric=metric, point=point)})
 
 

@@ -53,7 +53,7 @@ def member_required(view):
 # Reachable without a session even on a private dashboard: they authenticate otherwise
 # (HMAC signature, bearer token, the admin's own login) or are the login itself.
 PUBLIC_PREFIXES = ("/accounts/", "/webhooks/", "/admin/", "/api/runs/", "/api/commits/", "/api/pulls/",
-                   "/api/openapi.json", "/static/", "/metrics")
+                   "/api/openapi.json", "/api/docs", "/static/", "/metrics")
 
 
 class PrivateDashboardMiddleware:
