@@ -13,7 +13,8 @@ Verdicts: `applied` (the engine's words show it), `not applied` (they contradict
 `superseded` (applied, but the decode step's allreduces run in the FlashInfer fusion instead),
 `no effect here` (the setting cannot act on this run: NCCL on a CPU or TP=1 engine, custom
 allreduce without tensor parallelism), `unverified` (the log says neither; e.g. NCCL's
-per-collective lines need NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV).
+per-collective lines need NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV; an environment
+variable of vLLM's, such as VLLM_USE_FUSED_MOE_GROUPED_TOPK, which no log line confirms).
 
 Lines read (vLLM 0.24 on H200, 0.32 on CPU; NCCL 2.2x):
 - `Initializing a V1 LLM engine ... enforce_eager=..., compilation_config={'mode':
@@ -71,6 +72,7 @@ _CUDA = re.compile(r"Capturing CUDA graphs|cuda_communicator|gpu_model_runner|gp
 _CPU = re.compile(r"cpu_worker|cpu_model_runner|CPU KV cache")
 # settings of NCCL that only describe its logging, not what it runs
 _NCCL_LOGGING = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
+_HEADER_LINES = 64  # the runner's header (command, environment) opens the engine's log
 
 
 def took_effect(log: str, *, engine_args: list[str], engine_env: dict, tensor_parallel_size: int) -> dict:
@@ -79,8 +81,8 @@ def took_effect(log: str, *, engine_args: list[str], engine_env: dict, tensor_pa
     effective = effective_config(lines)
     ctx = {"lines": lines, "eff": effective, "args": list(engine_args), "tp": int(tensor_parallel_size)}
     checks = [execution_mode_check(ctx), *custom_allreduce_checks(ctx),
-              *(nccl_check(ctx, k, str(v)) for k, v in sorted(engine_env.items())
-                if k.startswith("NCCL_") and k not in _NCCL_LOGGING),
+              *(nccl_check(ctx, k, str(v)) if k.startswith("NCCL_") else env_check(ctx, k, str(v))
+                for k, v in sorted(engine_env.items()) if k not in _NCCL_LOGGING),
               *fusion_checks(ctx)]
     flagged = [c["setting"] for c in checks if c["flag"]]
     counts = Counter(c["verdict"] for c in checks)
@@ -202,6 +204,16 @@ def nccl_check(ctx: dict, key: str, value: str) -> dict:
                       env_lines, why=why)
     return _check(key, value, "unknown", UNVERIFIED, [],
                   why="NCCL said nothing about it: set NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV")
+
+
+def env_check(ctx: dict, key: str, value: str) -> dict:
+    """Any other environment variable the variant sets (VLLM_USE_FUSED_MOE_GROUPED_TOPK=0, ...):
+    vLLM logs no line that says it acted on one, so the most the log shows is that the engine
+    was started with it (the runner's `# engine env:` header)."""
+    header = [ln for ln in ctx["lines"][:_HEADER_LINES] if ln.startswith(f"# engine env: {key}=")]
+    why = ("in the engine's environment; no engine log line says whether it acted on it" if header
+           else "not in the engine's environment header, and no engine log line names it")
+    return _check(key, value, "set" if header else "unknown", UNVERIFIED, header, why=why)
 
 
 def _nccl_allows(setting: str, choice: str) -> bool:

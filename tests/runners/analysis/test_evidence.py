@@ -149,6 +149,21 @@ def test_graphs_captured_per_batch_kind_are_applied():
     assert not mode["flag"]
 
 
+def test_an_environment_variable_of_vllms_gets_its_own_row_unverified():
+    """A variant's VLLM_* variable (the MoE ladder's unfused grouped top-k): no log line of vLLM
+    confirms it, so its row says it was in the engine's environment, unverified, and flags nothing."""
+    log = "\n".join(["# engine command: vllm serve /m", "# engine env: VLLM_USE_FUSED_MOE_GROUPED_TOPK=0",
+                     H200_CONFIG])
+    report = took_effect(log, engine_args=[], engine_env={"VLLM_USE_FUSED_MOE_GROUPED_TOPK": "0",
+                                                          "VLLM_OTHER": "1"}, tensor_parallel_size=1)
+    rows = by_setting(report)
+    topk, other = rows["VLLM_USE_FUSED_MOE_GROUPED_TOPK"], rows["VLLM_OTHER"]
+    assert (topk["asked"], topk["effective"], topk["verdict"], topk["flag"]) == ("0", "set", UNVERIFIED, False)
+    assert topk["evidence"] == ["# engine env: VLLM_USE_FUSED_MOE_GROUPED_TOPK=0"]
+    assert (other["effective"], other["verdict"], other["evidence"]) == ("unknown", UNVERIFIED, [])
+    assert not report["flagged"] and report["flagged_settings"] == []
+
+
 def test_graphs_asked_but_none_captured_is_not_applied():
     log = "\n".join([H200_CONFIG, "(Worker_TP0 pid=1) INFO [monitor.py:53] torch.compile took 19.68 s in total",
                      PYNCCL_ONLY])
