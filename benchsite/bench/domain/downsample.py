@@ -3,12 +3,17 @@ any length becomes at most `threshold` points that keep its peaks and dips, so a
 stays small without hiding a regression spike."""
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def lttb_indices(x, y, threshold: int) -> np.ndarray:
     """Indices (ascending) of the points LTTB keeps; every index when len(x) <= threshold.
     x must be ascending. The first and last points are always kept."""
+    import numpy as np  # 35 ms: imported where a chart is shaped, not by every process at start
+
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     n = len(x)

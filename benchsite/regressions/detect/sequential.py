@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .sensitivity import counts
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Two-sided, over all looks. A same-code check that runs to its cap spends all of it: at 5% one
 # alarmed 3.3% of the time at 2% normal noise; at 1%, 1.1-1.5% on the CPU engine's recorded
@@ -54,6 +56,8 @@ def looks(first: int, cap: int) -> tuple[int, ...]:
 
 
 def _simpson(x: np.ndarray) -> np.ndarray:
+    import numpy as np  # here, not at the top: the web side's every process imports this module
+
     h = (x[-1] - x[0]) / (len(x) - 1)
     w = np.ones(len(x))
     w[1:-1:2], w[2:-1:2] = 4, 2
@@ -61,12 +65,16 @@ def _simpson(x: np.ndarray) -> np.ndarray:
 
 
 def _normal(x: np.ndarray, var: float) -> np.ndarray:
+    import numpy as np
+
     return np.exp(-x * x / (2 * var)) / math.sqrt(2 * math.pi * var)
 
 
 def _crossing(c: float, info: tuple[float, ...]) -> float:
     """P(|Z_k| >= c at some look) under the null, Z_k the running sum at information info[k] over
     its standard deviation."""
+    import numpy as np
+
     x = np.linspace(-c * math.sqrt(info[0]), c * math.sqrt(info[0]), _GRID)
     f = _normal(x, info[0])
     for before, now in zip(info, info[1:]):
