@@ -21,7 +21,6 @@ from pathlib import Path
 
 from .contract import host_fingerprint
 
-FIELDS = ("gpu_model", "gpu_count", "driver", "cpu_model")  # the fingerprint; the host name is not part of it
 NVIDIA_SMI_TIMEOUT_S = 15
 
 

@@ -18,7 +18,6 @@ from runners.contract import TEXT_ARTIFACT_KINDS
 CHUNK_BYTES = 1024 * 1024
 # What an offline result file keeps of a text artifact given by path (its tail).
 INLINE_TAIL_CHARS = 200_000
-TEXT_KINDS = TEXT_ARTIFACT_KINDS
 
 
 class ArtifactTooLarge(ValueError):
@@ -88,7 +87,7 @@ def inline_for_file(artifacts: list[dict]) -> list[dict]:
     out = []
     for a in artifacts:
         path = a.get("path")
-        if path and a.get("kind") in TEXT_KINDS and Path(path).is_file():
+        if path and a.get("kind") in TEXT_ARTIFACT_KINDS and Path(path).is_file():
             out.append(text_artifact(a["kind"], a["name"], read_tail(path)))
         else:
             out.append(a)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from runners import workloads
 from runners.analysis.analyze import decompose
 from runners.analysis.share import headline_ceiling
 from runners.contract import (AB_ALLREDUCE_MS_DELTA, ALLREDUCE_CALLS_PER_STEP, ALLREDUCE_SHARE, ALLREDUCE_SHARE_ANALYTIC,
@@ -22,7 +21,7 @@ from runners.outputs.artifacts import file_artifact
 
 from .allreduce import expected_allreduce_calls, measure_allreduce_share, profiler_engine_args
 from .comm import latency as comm_latency
-from .probe_kit import engine_log, json_artifact, secondary, tensor_parallel, typed
+from .probe_kit import json_artifact, points_to_run, secondary, tensor_parallel, typed
 from .registry import ProbeBase, ProbeContext, ProbeOutput, register
 
 METRICS = (
@@ -123,11 +122,9 @@ class AllreduceProbe(ProbeBase):
         return profiler_engine_args(Path(work_dir) / "traces")
 
     def run(self, ctx: ProbeContext) -> ProbeOutput:
-        several = len(ctx.spec.workloads) > 1
-        kv_tokens = workloads.kv_capacity_tokens(engine_log(ctx)) if several else None
         out, first = ProbeOutput(), ctx.spec.default_point
-        for point in ctx.spec.workloads:
-            if several and workloads.skip_reason(point, args=ctx.engine_args, kv_tokens=kv_tokens):
+        for point, skipped in points_to_run(ctx):
+            if skipped:
                 continue  # the decode probe's note says why
             profile = self.profile_point(ctx, point, first=point == first)
             if point == first:

@@ -12,7 +12,7 @@ from runners.contract import (AGGREGATE_TOK_S, DECODE_TOK_S, ITL_MS_P50, ITL_MS_
                               TTFT_MS, JobSpec, Metric, WorkloadPoint, measurement)
 
 from .decode import measure_decode
-from .probe_kit import engine_log, json_artifact, typed
+from .probe_kit import json_artifact, points_to_run, typed
 from .registry import ProbeBase, ProbeContext, ProbeOutput, register
 from .streams import measure_point as measure_streams
 
@@ -93,11 +93,8 @@ class DecodeProbe(ProbeBase):
         return workloads.engine_args(spec)
 
     def run(self, ctx: ProbeContext) -> ProbeOutput:
-        several = len(ctx.spec.workloads) > 1  # a single point runs as it always did: its errors fail the job
-        kv_tokens = workloads.kv_capacity_tokens(engine_log(ctx)) if several else None
         out, first, primed = ProbeOutput(), ctx.spec.default_point, []
-        for point in ctx.spec.workloads:
-            skipped = several and workloads.skip_reason(point, args=ctx.engine_args, kv_tokens=kv_tokens)
+        for point, skipped in points_to_run(ctx):
             if skipped:
                 out.notes.append(skipped)
                 continue

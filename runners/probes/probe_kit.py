@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from runners.contract import PROBE_JSON, ArtifactRef, JobSpec, Measurement
+from runners import workloads
 from runners.outputs.artifacts import text_artifact
 
 from .registry import ProbeContext
@@ -36,3 +37,14 @@ def tensor_parallel(spec: JobSpec) -> bool:
 def engine_log(ctx: ProbeContext) -> str:
     path = getattr(ctx.engine, "log_path", None)
     return Path(path).read_text(errors="replace") if path is not None and Path(path).is_file() else ""
+
+
+def points_to_run(ctx: ProbeContext) -> list[tuple]:
+    """Each workload point of the job with the reason it is skipped ("" when it runs: a point the
+    engine cannot hold, runners/workloads.py). A single point always runs (its errors fail the
+    job); with several, the engine's log is read once for its KV capacity."""
+    points = ctx.spec.workloads
+    if len(points) == 1:
+        return [(points[0], "")]
+    kv_tokens = workloads.kv_capacity_tokens(engine_log(ctx))
+    return [(point, workloads.skip_reason(point, args=ctx.engine_args, kv_tokens=kv_tokens)) for point in points]

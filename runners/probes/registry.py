@@ -124,7 +124,6 @@ class ProbeRegistryError(ValueError):
 
 
 _REGISTRY: dict[str, Probe] = {}
-_METRIC_OWNERS: dict[str, str] = {}  # metric name -> the probe that declares it
 
 
 def register(probe: Probe) -> Probe:
@@ -134,8 +133,8 @@ def register(probe: Probe) -> Probe:
         raise ProbeRegistryError(f"{probe!r} is not a probe (name, stage, phase, metrics, applies, engine_args, run)")
     if probe.stage not in STAGES:
         raise ProbeRegistryError(f"probe {probe.name!r}: stage {probe.stage!r} is not one of {STAGES}")
-    taken = {m.name: _METRIC_OWNERS[m.name] for m in probe.metrics
-             if _METRIC_OWNERS.get(m.name, probe.name) != probe.name}
+    owners = {m.name: other.name for other in _REGISTRY.values() if other.name != probe.name for m in other.metrics}
+    taken = {m.name: owners[m.name] for m in probe.metrics if m.name in owners}
     if taken:
         raise ProbeRegistryError(f"probe {probe.name!r} declares "
                                  + ", ".join(f"metric {m!r}, which probe {owner!r} already declares"
@@ -146,7 +145,6 @@ def register(probe: Probe) -> Probe:
             contract.declare_metric(metric)
     except contract.ContractError as exc:
         raise ProbeRegistryError(str(exc)) from None
-    _METRIC_OWNERS.update((m.name, probe.name) for m in probe.metrics)
     _REGISTRY[probe.name] = probe
     return probe
 
@@ -157,7 +155,6 @@ def unregister(name: str) -> None:
     contract.PROBE_NAMES.discard(name)
     for metric in getattr(probe, "metrics", ()):
         contract.METRICS.pop(metric.name, None)
-        _METRIC_OWNERS.pop(metric.name, None)
 
 
 def module_names(setting) -> list[str]:

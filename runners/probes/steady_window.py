@@ -30,7 +30,6 @@ HELD_MIN_WINDOW_TOKENS = 4
 # pace, and a chunk of two tokens one step after the last (vLLM's final chunk on an H200) is late
 # by a step, not early.
 HELD_TOGETHER_FRACTION = 0.5
-# Clean repeats wanted (at most `repeats`) and the extra requests allowed to get them.
 
 
 def analyze_repeat(rec: dict) -> dict:
