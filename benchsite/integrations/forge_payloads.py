@@ -7,7 +7,7 @@ import re
 from .actions import BranchPush, Ignored, Refused
 from benchsite.bench.domain.repos import RepoURLError, repo_key
 
-_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # SHA-1 or SHA-256
 _NULL_SHA = re.compile(r"^0+$")
 
 
@@ -43,6 +43,6 @@ def branch_push(ref, after, deleted: bool, head_sha_name: str):
     branch = ref.removeprefix("refs/heads/")
     if deleted or (isinstance(after, str) and _NULL_SHA.match(after)):
         return Ignored(f"branch {branch!r} deleted: nothing queued")
-    if not isinstance(after, str) or not _SHA.match(after):
+    if not isinstance(after, str) or not FULL_SHA.match(after):
         raise Refused(400, f"the push names no full head commit SHA in {head_sha_name!r} (got {after!r})")
     return BranchPush(branch=branch, commit=after)

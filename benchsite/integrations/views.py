@@ -86,7 +86,7 @@ def _answers(ok: dict, *errors: int) -> dict:
 _HEADERS = [OpenApiParameter("Retry-After", int, OpenApiParameter.HEADER, response=[429],
                              description="seconds until the next minute, when the count starts again"),
             OpenApiParameter("WWW-Authenticate", str, OpenApiParameter.HEADER, response=[401],
-                             description='Bearer realm="decode-bench"')]
+                             description=api_access.REALM)]
 
 
 class RunsView(api_access.ApiView):

@@ -36,16 +36,21 @@ def _link(name: str, *args) -> str:
     return settings.BENCH_PUBLIC_URL + reverse(name, args=args)
 
 
-def alert_payload(change_point: ChangePoint) -> dict:
-    cp = change_point
-    info = contract.METRICS.get(cp.metric)
-    incorrect = cp.metric == contract.CORRECT
+def alert_links(cp: ChangePoint) -> dict[str, str]:
+    """The pages an alert about CP links to: its run, the benchmark, its changes, the runs around it."""
     links = {"run": _link("bench:run", cp.run_id), "benchmark": _link("bench:benchmark", cp.benchmark.slug),
              "changes": _link("regressions:changes", cp.benchmark.slug)}
     if cp.previous_run_id:
         links["previous_run"] = _link("bench:run", cp.previous_run_id)
     if cp.confirm_run_id:
         links["confirm_run"] = _link("bench:run", cp.confirm_run_id)
+    return links
+
+
+def alert_payload(change_point: ChangePoint) -> dict:
+    cp = change_point
+    info = contract.METRICS.get(cp.metric)
+    incorrect = cp.metric == contract.CORRECT
     # the interval of the change as the first run after it was judged (none for correctness)
     verdict = Verdict.objects.filter(run_id=cp.run_id, metric=cp.metric, point=cp.point).first()
     return {
@@ -66,12 +71,8 @@ def alert_payload(change_point: ChangePoint) -> dict:
         "ci_low": verdict.ci_low if verdict else None,
         "ci_high": verdict.ci_high if verdict else None,
         "confirmed_by_run": cp.confirm_run_id,
-        "links": links,
+        "links": alert_links(cp),
     }
-
-
-def alert_summary(payload: dict) -> str:
-    return chat.summary(payload)
 
 
 def alerts_queue(*, change_point: ChangePoint) -> list[Alert]:
@@ -138,10 +139,10 @@ def _post(url: str, body: bytes, headers: dict) -> httpx.Response:
 
 def _send_email(alert: Alert) -> None:
     payload = alert.payload
-    lines = [alert_summary(payload), "", *(f"{k}: {v}" for k, v in payload["links"].items())]
+    lines = [chat.summary(payload), "", *(f"{k}: {v}" for k, v in payload["links"].items())]
     try:
         sender = settings.BENCH_ALERT_FROM_EMAIL or settings.DEFAULT_FROM_EMAIL
-        send_mail(alert_summary(payload), "\n".join(lines), sender, [alert.subscription.email])
+        send_mail(chat.summary(payload), "\n".join(lines), sender, [alert.subscription.email])
     except OSError as exc:  # smtplib errors are OSErrors: the mail server may come back
         raise TransientAlertError(f"mail to {alert.subscription.email}: {exc}") from exc
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchsite.bench.domain.units import change_text, interval_text, metric_label, metric_text
-from benchsite.regressions.alerts import alert_payload
+from benchsite.regressions.alerts import alert_links
 from benchsite.regressions.models import Bisection, ChangePoint
 from benchsite.regressions.detect.sensitivity import short_percent
 from runners import contract
@@ -86,7 +86,7 @@ def bisection_text(bisection: Bisection | None, repo_key: str, forge: str) -> st
 
 
 def _links(cp: ChangePoint) -> str:
-    links = alert_payload(cp)["links"]
+    links = alert_links(cp)
     return " · ".join(f"[{_LINK_WORDS.get(key, key)}]({url})" for key, url in links.items())
 
 

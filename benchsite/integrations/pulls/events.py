@@ -3,13 +3,12 @@ its fields that the forges share (github/payloads.py, gitlab/payloads.py): pure,
 malformed field is Refused (400) with the field it lacks."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..actions import Refused
+from ..forge_payloads import FULL_SHA
 from benchsite.bench.domain.repos import RepoURLError, repo_key
 
-FULL_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 MAX_COMMENT_CHARS = 65536  # GitHub's own limit for a comment body
 BENCH_COMMAND = "/bench"
 CHECK_PREFIX = "decode-bench/"
