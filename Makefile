@@ -10,7 +10,7 @@ export BENCH_TINY_MODEL_DIR ?= $(CURDIR)/var/tiny-model
 # __pycache__ (ignored by git); site-packages is compiled at install.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: install run test test-fast model browser prometheus docs docs-build clean
+.PHONY: install run test test-fast model os-packages browser prometheus docs docs-build clean
 
 # uv installs the same packages as pip in a fraction of the time (about 30 s instead of 2+ min
 # here); it reads pip's find-links (where torch's CPU wheel may live) from the environment or
@@ -45,14 +45,17 @@ docs: install
 docs-build: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-# The dashboard's browser test drives Debian's Chromium (no browser download).
-browser:
-	@test -x /usr/lib/chromium/chromium -a -x /usr/bin/chromedriver || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+# Debian packages the tests drive: Chromium for the dashboard's browser test (no browser
+# download), Prometheus and promtool for the metrics tests (a real scrape, the alert rules
+# checked). One after the other: two apt-gets at once fail on apt's lock.
+CHROMIUM_OK := test -x /usr/lib/chromium/chromium -a -x /usr/bin/chromedriver
+PROMETHEUS_OK := test -x /usr/bin/prometheus -a -x /usr/bin/promtool
+os-packages:
+	@$(CHROMIUM_OK) && $(PROMETHEUS_OK) || apt-get update -qq
+	@$(CHROMIUM_OK) || apt-get install -y -qq chromium chromium-driver >/dev/null
+	@$(PROMETHEUS_OK) || apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 
-# The metrics tests scrape with a real Prometheus and check the alert rules with promtool, both
-# from Debian's package (about 6 s to install here, the package lists already fetched).
-prometheus:
-	@test -x /usr/bin/prometheus -a -x /usr/bin/promtool || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus)
+browser prometheus: os-packages
 
 # The architecture rules (import-linter), the docs site built with --strict, then two passes at the same time, each on 2 xdist
 # workers: the whole suite on SQLite with the real vLLM CPU engine (but the end-to-end run), and
@@ -64,7 +67,7 @@ prometheus:
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loadgroup
 test:
-	@$(MAKE) --no-print-directory -j3 model browser prometheus  # the install, Chromium's and Prometheus' at the same time
+	@$(MAKE) --no-print-directory -j2 model os-packages  # the install and the Debian packages at the same time
 	$(VENV)/bin/lint-imports
 	@$(MAKE) --no-print-directory docs-build
 	@mkdir -p var/logs
