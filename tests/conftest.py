@@ -141,6 +141,7 @@ class Workers:
             "DATABASE_URL": database_url,
             "BENCH_WORK_DIR": str(log_dir / "work"),
             "PYTHONUNBUFFERED": "1",
+            "CELERY_SKIP_CHECKS": "1",  # Django's system checks (0.4 s a start): `manage.py check` has its own test
         }
         self.log_dir, self.pool = log_dir, pool
         self.procs: dict[str, subprocess.Popen] = {}

@@ -5,8 +5,8 @@ both sides built and measured by runners.job (the test plays the GPU worker, in 
 runs were sent), judged (incorrect, and the table shows the slowdown), reported as a check run to
 a GitHub App played locally. Then the head is pushed to main: its run (the head's measurement,
 reused: same commit, same engine) is judged incorrect by the API and the commit status. Then a
-second PR whose head only sleeps adds a start a side before its check decides (regressed). Three
-real engine starts: one a side for the first PR (`starts_per_side: 1`), the second PR's head."""
+second PR whose head only sleeps adds a start a side before its check decides (regressed). Two
+real engine starts: one a side for the first PR (`starts_per_side: 1`)."""
 import json
 import uuid
 
@@ -18,6 +18,7 @@ from benchsite.bench.models import Benchmark, EngineSource, Run
 from benchsite.integrations.models import Comparison, RepoWatch
 from benchsite.integrations.pulls.report import comparison_report
 from benchsite.integrations.pulls.tasks import REPORT_TASK
+from runners.contract import GREEDY_ARTIFACT
 from runners.job import run_job
 from tests.benchsite.integrations.conftest import SECRET, SECRET_ENV, github_push, sign
 from tests.benchsite.integrations.pulls.conftest import app_key, forget_tokens, github  # noqa: F401 (fixtures)
@@ -139,7 +140,7 @@ def test_a_slower_pr_with_a_wrong_output_is_incorrect_against_its_merge_base_and
     head_result = results[runs["head"].id]
     assert head_result["build"]["path"] == "overlay" and head_result["build"]["commit"] == head
     assert head_result["build"]["base_commit"] == fresh_main.base
-    greedy = next(a for a in head_result["artifacts"] if a["name"] == "greedy.json")
+    greedy = next(a for a in head_result["artifacts"] if a["name"] == GREEDY_ARTIFACT)
     assert set(json.loads(greedy["content"])["token_ids"]) == {FORCED_TOKEN}
     assert any(a["kind"] == "build_log" for a in head_result["artifacts"])
     # the check run at (a local) GitHub, as the App: queued, in progress, then the verdict in place
@@ -162,8 +163,8 @@ def test_a_slower_pr_with_a_wrong_output_is_incorrect_against_its_merge_base_and
 
     _push_of_the_head(live_server, sent, head, head_result, results[runs["base"].id], github, settings, fresh_main,
                       head_measured=row["head"] is not None)
-    _a_correct_slower_head_adds_a_start_a_side(live_server, sent, fresh_main, build_config, tmp_path, github,
-                                              base_result=results[runs["base"].id], merge_base=comparison.merge_base)
+    _a_correct_slower_head_adds_a_start_a_side(live_server, sent, fresh_main, github, base_result=results[runs["base"].id],
+                                              slow_result=head_result, merge_base=comparison.merge_base)
 
 
 SLOWER_ONLY = """        logits = self.logits_processor(self.lm_head, hidden_states)
@@ -173,14 +174,16 @@ SLOWER_ONLY = """        logits = self.logits_processor(self.lm_head, hidden_sta
 """
 
 
-def _a_correct_slower_head_adds_a_start_a_side(live_server, sent, fresh_main, build_config, tmp_path, github, *,
-                                               base_result: dict, merge_base: str):
+def _a_correct_slower_head_adds_a_start_a_side(live_server, sent, fresh_main, github, *, base_result: dict,
+                                               slow_result: dict, merge_base: str):
     """PR #13, a head that only sleeps (its tokens right), with `starts_per_side: 1` up to 2: one
     start a side gives no interval between starts, so the check adds one more a side, sent to the
     same queue, the base at the merge base the first base run resolved; then it decides: regressed,
-    the output identical. One real engine start (the head's first); the base's starts replay the
-    first PR's base result (the same merge base on the same engine), the head's second replays its
-    first: more real starts would add minutes under CI's load and nothing this looks at."""
+    the output identical. No engine start of its own: the base's starts replay the first PR's base
+    result (the same merge base on the same engine); the head's replay the first PR's head, whose
+    code sleeps the same 250 ms a step, with this head's commit and the base's greedy output (the
+    only parts of that result this head changes). The first PR measured both for real; another
+    real start would add a minute under CI's load and show the web side nothing new."""
     llama = (installed_vllm() / "model_executor/models/llama.py").read_text()
     fresh_main.reset_to(fresh_main.base)
     head = fresh_main.commit({LLAMA: llama.replace(ORIGINAL, SLOWER_ONLY)}, "sleep per step", branch="perf/slow-2")
@@ -191,8 +194,9 @@ def _a_correct_slower_head_adds_a_start_a_side(live_server, sent, fresh_main, bu
     comparison = Comparison.objects.get(pull__number=13)
     first_queue = {o.get("queue") for name, args, o in sent if name == "bench.execute_run"}
     sent[:] = [s for s in sent if s[0] != "bench.execute_run"]  # round 1, played here
+    head_result = _same_speed_right_tokens(slow_result, base_result, head)
     _replay(comparison.pull_runs.get(role="base", round=1).run, base_result, sent)
-    head_result = _measure(comparison.pull_runs.get(role="head", round=1).run, sent, tmp_path, build_config)
+    _replay(comparison.pull_runs.get(role="head", round=1).run, head_result, sent)
     comparison.refresh_from_db()
     assert (comparison.state, comparison.rounds, comparison.merge_base) == ("running", 2, merge_base), comparison.summary
     assert "adding start 2 of up to 2 a side" in comparison.summary
@@ -219,6 +223,14 @@ def _a_correct_slower_head_adds_a_start_a_side(live_server, sent, fresh_main, bu
               and r["json"].get("head_sha", head) == head]
     assert checks[-1]["json"]["status"] == "completed"
     assert "2 engine starts a side (began with 1; up to 2 while undecided)" in checks[-1]["json"]["output"]["summary"]
+
+
+def _same_speed_right_tokens(slow: dict, base: dict, head: str) -> dict:
+    """The first PR's head result (its code sleeps as this head's does) as HEAD's: built at HEAD,
+    with the base's greedy output (this head's tokens are the base's)."""
+    greedy = next(a for a in base["artifacts"] if a["name"] == GREEDY_ARTIFACT)
+    return {**slow, "build": {**slow["build"], "commit": head},
+            "artifacts": [greedy if a["name"] == GREEDY_ARTIFACT else a for a in slow["artifacts"]]}
 
 
 def _replay(run, result: dict, sent) -> None:

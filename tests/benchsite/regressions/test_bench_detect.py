@@ -1,17 +1,39 @@
 """`manage.py bench_detect FILE.csv --direction higher|lower [--metric M] [--min-change X] --json`, as
 a script would call it."""
+import contextlib
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from django.core.management import execute_from_command_line
 
 ROOT = Path(__file__).resolve().parents[3]
 WOBBLE = [0.0, 0.8, -0.6, 1.0, -1.0]
 
 
 def bench_detect(path, *args):
-    return subprocess.run([sys.executable, "manage.py", "bench_detect", str(path), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    """The command as `manage.py` runs it (its exit code, stdout and stderr), in this process: a
+    Python start with Django's set-up costs 1-3 s a call under the suite's load."""
+    argv = ["manage.py", "bench_detect", str(path), *args]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            execute_from_command_line(argv)
+            code = 0
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def test_the_script_calls_it_as_a_command_line(tmp_path):
+    """One real process: `manage.py bench_detect` from the shell, its exit code and its JSON."""
+    path = write_csv(tmp_path, [("a", f"c{i}", 100.0) for i in range(5)])
+    proc = subprocess.run([sys.executable, "manage.py", "bench_detect", str(path), "--direction", "higher", "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["series"]["a"]["change_points"] == []
 
 
 def write_csv(tmp_path, rows, header="series,commit,value"):
