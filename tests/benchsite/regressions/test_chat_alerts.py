@@ -1,13 +1,12 @@
 """Slack-format alerts: a confirmed regression posted to a local HTTP server as Slack's incoming
 webhook body (text + mrkdwn blocks); a refusal (4xx) retried, then failed with the answer's text;
-the message built from a payload (chat.slack_body); migration 0013's kind of existing rows."""
+the message built from a payload (chat.slack_body); the kind in the admin (migration 0013's kind
+of existing rows: tests/benchsite/test_data_migrations.py)."""
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from benchsite.bench.domain.units import interval_text
 from benchsite.metrics.instruments import ALERTS
@@ -138,26 +137,6 @@ def test_incorrect_output_says_so():
     body = chat.slack_body(PAYLOAD | {"event": "incorrect_output", "metric": "correct", "change": None})
     assert "Incorrect output on tiny/a&lt;b: output became incorrect" in block_texts(body)
     assert body["text"] == "[tiny/a&lt;b] output became incorrect at ?..bbbbbbbbbbbb"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_migration_gives_existing_subscriptions_their_kind():
-    def migrate(targets):
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(targets)
-        return MigrationExecutor(connection).loader.project_state(targets).apps
-
-    apps = migrate([("regressions", "0012_changepoint_confirm_figures")])
-    try:
-        benchmark = apps.get_model("bench", "Benchmark").objects.create(name="tiny", slug="tiny", model="m")
-        Old = apps.get_model("regressions", "Subscription")
-        mail = Old.objects.create(benchmark=benchmark, email="perf@example.com").id
-        hook = Old.objects.create(benchmark=benchmark, webhook_url="https://ci.example.com/hook").id
-        New = migrate([("regressions", "0013_subscription_kind_name")]).get_model("regressions", "Subscription")
-        assert {s.id: (s.kind, s.name) for s in New.objects.all()} == {mail: ("email", ""), hook: ("webhook", "")}
-    finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
 
 
 def test_the_admin_lists_and_edits_the_kind(benchmark, admin_client):
