@@ -2,7 +2,7 @@
 come before it. Going back on SQLite rebuilds a table from the state Django computes from the
 whole plan: with two parallel migrations of one app, the one unapplied last is rebuilt with the
 other's columns (NOT NULL, without their defaults), and migrating back to an older migration
-leaves a schema that no longer accepts a row (tests/benchsite/bench/storage/test_migration.py)."""
+leaves a schema that no longer accepts a row (tests/benchsite/test_data_migrations.py, its storage step)."""
 from django.db.migrations.loader import MigrationLoader
 
 APPS = ("bench", "regressions", "hooks")
