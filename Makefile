@@ -64,6 +64,8 @@ browser prometheus: os-packages
 # `postgres_pass` (the faults, the end-to-end runs). The PostgreSQL pass prints its log when both are done.
 # Then the tests marked `alone`, by themselves: the real bisection judges speeds measured
 # minutes apart, and the passes' load moves the tiny model's speed tenfold.
+# The files that hold tests marked `alone` (collecting only those saves the serial phase seconds).
+ALONE_FILES = $(shell grep -rl --include='*.py' 'pytest.mark.alone' tests)
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 PYTEST := $(PY) -m pytest -p no:cacheprovider -ra --durations=15 -n 2 --dist loadgroup
 test:
@@ -78,7 +80,7 @@ test:
 	echo "SQLite pass exit $$sqlite, PostgreSQL pass exit $$postgres"; \
 	echo "=== PostgreSQL pass ==="; cat var/logs/test-postgres.log; \
 	echo "=== Alone, on PostgreSQL (the real bisection) ==="; \
-	DATABASE_URL=$(TEST_POSTGRES_URL) $(PY) -m pytest -p no:cacheprovider -ra --durations=5 -m alone; alone=$$?; \
+	DATABASE_URL=$(TEST_POSTGRES_URL) $(PY) -m pytest -p no:cacheprovider -ra --durations=5 -m alone $(ALONE_FILES); alone=$$?; \
 	test $$sqlite = 0 -a $$postgres = 0 -a $$alone = 0
 
 # Everything but the tests that start a real engine.

@@ -2,8 +2,8 @@
 once, to the earliest state a step needs (bench 0008), then forward. Each step creates its rows
 with the historical models of its "before" state, migrates to its "after" state (and back, where it
 checks going backward), checks the rows, and deletes them with the models of where it ends, so the
-next step starts from empty tables. Finally every app goes to its leaf. (Before, each data
-migration had a test of its own that went back from the leaf and forward again.)
+next step starts from empty tables. Finally every app goes to its leaf: one walk costs about
+what one step's round trip from the leaf would.
 
 The steps follow bench's line of migrations (tests/benchsite/bench/test_migrations.py): 0008 ->
 0009; 0011 -> 0012_display_headline -> 0013s, 0014 -> 0013_outcome (regressions 0008 after it) ->

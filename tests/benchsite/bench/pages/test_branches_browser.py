@@ -6,7 +6,7 @@ import pytest
 
 from benchsite.bench.models import Benchmark, Build, EngineSource, Measurement, Run, Variant
 
-from .test_browser import _chart_state, _severe_console_errors, _wait, browser  # noqa: F401 (fixture)
+from .test_browser import _chart_state, _severe_console_errors, _wait
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

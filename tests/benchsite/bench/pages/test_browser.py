@@ -5,7 +5,6 @@ points must be the database's. Screenshots go to $BENCH_SCREENSHOT_DIR (default 
 come from `BENCH_SCREENSHOT_DIR=docs/screenshots pytest tests/benchsite/bench/pages/test_browser.py`), so a test run never dirties the tree.
 """
 import os
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,41 +13,13 @@ from django.utils import timezone
 
 from benchsite.bench.lifecycle import dispatch
 from benchsite.bench.models import PoolWorker, Run
+from tests.benchsite.conftest import WAIT_S
 
 from .conftest import add_server_log
 
-CHROMIUM = os.environ.get("BENCH_CHROMIUM", "/usr/lib/chromium/chromium")  # the binary, not the /usr/bin wrapper
-CHROMEDRIVER = os.environ.get("BENCH_CHROMEDRIVER", shutil.which("chromedriver") or "/usr/bin/chromedriver")
 SCREENSHOT_DIR = Path(os.environ.get("BENCH_SCREENSHOT_DIR", Path(__file__).resolve().parents[4] / "var" / "screenshots"))
-WAIT_S = 20
-
-from selenium import webdriver  # a dev dependency: its absence is an install error, not a skip
-
-if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()):
-    # `make test` installs them (the `browser` target checks these same paths): a missing browser
-    # is an install error, never a skip.
-    raise RuntimeError(f"headless Chromium is required: {CHROMIUM} or {CHROMEDRIVER} is missing (run `make browser`)")
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def browser(tmp_path):
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage", "--window-size=1280,1500", f"--user-data-dir={tmp_path / 'profile'}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log")))
-    driver.set_page_load_timeout(WAIT_S)
-    yield driver
-    driver.quit()
 
 
 def _wait(driver, predicate, what):

@@ -14,7 +14,7 @@ from benchsite.bench.models import Benchmark, Run
 from tests.conftest import Workers, _database_url, wait_for
 from tests.faults.harness import FAKE_ENGINE
 
-from .test_browser import _screenshot, _severe_console_errors, _text, _wait, browser  # noqa: F401 (fixture)
+from .test_browser import _screenshot, _severe_console_errors, _text, _wait
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 

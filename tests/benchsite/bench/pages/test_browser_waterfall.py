@@ -8,7 +8,7 @@ import pytest
 from benchsite.bench.lifecycle import imports
 from benchsite.bench.definitions.demo import H200_LADDER
 
-from .test_browser import _all_canvases_drawn, _screenshot, _severe_console_errors, _wait, browser  # noqa: F401
+from .test_browser import _all_canvases_drawn, _screenshot, _severe_console_errors, _wait
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

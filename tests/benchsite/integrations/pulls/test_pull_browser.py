@@ -2,7 +2,7 @@
 link opens the run page, which links back."""
 import pytest
 
-from tests.benchsite.bench.pages.test_browser import _screenshot, _severe_console_errors, browser  # noqa: F401
+from tests.benchsite.bench.pages.test_browser import _screenshot, _severe_console_errors
 
 from .pull_scene import pull_scene
 
