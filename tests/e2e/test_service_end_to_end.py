@@ -108,7 +108,11 @@ def test_engine_failures_then_a_form_run_succeeds_on_the_real_engine(
     # 2 repeats asked; a repeat flagged as a burst is kept apart and replaced (up to 5 extra)
     assert len(decode.sample_flags) == len(decode.samples) == len(decode.details["tokens_per_repeat"])
     clean = [v for v, flag in zip(decode.samples, decode.sample_flags) if not flag]
-    assert clean and decode.value == pytest.approx(statistics.median(clean))  # flagged repeats never count
+    if clean:  # flagged repeats never count while a clean one exists
+        assert decode.value == pytest.approx(statistics.median(clean))
+    else:  # under CI's load every repeat may arrive in bursts: the probe then says so and uses them all
+        assert any("no clean repeat" in w for w in decode.details["warnings"]), decode.details
+        assert decode.value == pytest.approx(statistics.median(v for v in decode.samples if v is not None))
     assert set(decode.details["tokens_per_repeat"]) == {16}
     assert run.measurements.get(metric="itl_ms_p50").value > 0
     assert "Application startup complete" in run.artifacts.get(kind="server_log").read_text(max_bytes=64 << 20)
