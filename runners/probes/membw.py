@@ -18,6 +18,13 @@ from typing import Callable
 
 GPU_BYTES = 1024 * 1024 * 1024  # well past any GPU's L2 (H200 at 1 GiB: 4.26 TB/s, 256 MiB: 4.18)
 HOST_BYTES = 64 * 1024 * 1024  # past a CPU's L3, small enough for a loaded test host
+# The device nodes a GPU runtime needs (NVIDIA's, AMD's KFD, WSL's): without one, torch.cuda cannot
+# see a GPU, and importing torch only to hear so costs more CPU than the copy itself.
+GPU_DEVICE_NODES = ("nvidiactl", "kfd", "dxg")
+
+
+def gpu_device_node_present(dev: Path = Path("/dev")) -> bool:
+    return any((dev / name).exists() for name in GPU_DEVICE_NODES)
 
 
 def bandwidth_bytes_per_s(nbytes: int, iters: int, seconds: float) -> float:
@@ -61,9 +68,9 @@ def _host_copy_seconds(nbytes: int, iters: int, clock: Callable[[], float]) -> f
 def copy_bandwidth(*, nbytes: int | None = None, iters: int = 20, device: str = "auto",
                    clock: Callable[[], float] = time.perf_counter) -> dict:
     """{"bytes_per_s", "device", "bytes", "iters", "seconds"}. DEVICE: "auto" (CUDA if torch
-    has a GPU), "cuda" or "cpu"."""
+    has a GPU; torch is not imported where no GPU device node exists), "cuda" or "cpu"."""
     use_cuda = False
-    if device in ("auto", "cuda"):
+    if device == "cuda" or (device == "auto" and gpu_device_node_present()):
         try:
             import torch
 

@@ -1,5 +1,7 @@
 """The worker's copy bandwidth (the time budget's memory-bandwidth floor) and the weight bytes
 per GPU: arithmetic on known inputs, a real host copy, and the floor on the run page."""
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -34,6 +36,20 @@ def test_cuda_asked_for_on_a_host_without_a_gpu_is_an_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="torch sees no GPU"):
         membw.copy_bandwidth(nbytes=1024, iters=1, device="cuda")
+
+
+def test_a_gpu_is_looked_for_by_its_device_nodes(tmp_path):
+    assert not membw.gpu_device_node_present(tmp_path)
+    (tmp_path / "nvidiactl").touch()
+    assert membw.gpu_device_node_present(tmp_path)
+
+
+@pytest.mark.skipif(membw.gpu_device_node_present(), reason="this host has a GPU device node")
+def test_auto_on_a_host_without_a_gpu_copies_on_the_host_without_importing_torch():
+    code = ("import sys; from runners.probes import membw; r = membw.copy_bandwidth(nbytes=2**20, iters=2); "
+            "print(r['device'], 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["cpu", "(host", "memcpy)", "False"]
 
 
 def test_weight_bytes_per_gpu_prefers_safetensors_and_divides_by_tp(tmp_path):
