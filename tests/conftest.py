@@ -12,6 +12,11 @@ import pytest
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
+# Byte code is written by the first process that imports a module (nothing is compiled at
+# install): where the shell sets PYTHONDONTWRITEBYTECODE=1, as these machines do, every engine,
+# worker and CLI the tests start would compile vLLM and Django from source again.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def _test_redis_url() -> str:
