@@ -50,12 +50,17 @@ def _database_url(settings_dict) -> str:
     return f"postgres://{auth}{settings_dict.get('HOST') or '127.0.0.1'}:{settings_dict.get('PORT') or 5432}/{settings_dict['NAME']}"
 
 
+COLLECTED_FILES = pytest.StashKey[set]()
+
+
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Mark the tests that use a database, so the PostgreSQL pass runs those and not the
     pure-Python ones (`pytest -m database`). The PostgreSQL pass's engine tests (the end-to-end
     runs, minutes) go first among the transactional tests: pytest-django's order, which comes
-    after this, keeps them behind the tests on a rolled-back database."""
+    after this, keeps them behind the tests on a rolled-back database. The files collected, before
+    `-m` or `-k` leaves any out, are kept for tests/test_collection.py."""
+    config.stash[COLLECTED_FILES] = {Path(item.path) for item in items}
     items.sort(key=lambda item: not (item.get_closest_marker("engine") and item.get_closest_marker("postgres_pass")))
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))

@@ -9,7 +9,11 @@ under init). So the group leader is this small guard, run with our interpreter:
 It asks the kernel for SIGTERM when its parent (our runner) dies (PR_SET_PDEATHSIG), and
 also notices a changed getppid(). Then, or when vLLM exits by itself, it stops the rest
 of the group: SIGTERM, the grace period, SIGKILL. It exits with vLLM's status (re-raising
-vLLM's fatal signal on itself), so the Engine sees vLLM's exit code.
+vLLM's fatal signal on itself), so the Engine sees vLLM's exit code. It is the subreaper of
+what it starts (PR_SET_CHILD_SUBREAPER): a process whose parent died first (the engine core
+when the API server goes before it) is its child then, and it reaps them all before it exits,
+so the group is gone with it instead of lingering as zombies until init reaps them (which
+some init processes do only every second or two).
 
 Run as a script, this file imports the standard library only: `-P` keeps its folder off
 sys.path and the engine's environment need not have runners/ importable.
@@ -26,6 +30,7 @@ import time
 
 GUARD_GRACE_S = 10.0  # the engine's environment may set BENCH_ENGINE_GUARD_GRACE_S
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 try:  # resolved here, not in the forked child: only an async-signal-safe call happens there
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
     _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
@@ -158,14 +163,29 @@ def _supervise(child: subprocess.Popen, parent_pid: int, grace: float,
 
 
 def _clear_group(grace: float, deadline: float | None) -> None:
-    """vLLM's API server is gone: nothing else of the group may stay (SIGTERM, then SIGKILL)."""
+    """vLLM's API server is gone: nothing else of the group may stay (SIGTERM, then SIGKILL), nor
+    any zombie the guard inherited."""
     pgid = os.getpgrp()
     end = time.monotonic() + (min(5.0, grace) if deadline is None else max(1.0, deadline - time.monotonic()))
     while signal_members(pgid, signal.SIGTERM if time.monotonic() < end else signal.SIGKILL,
                          exclude=os.getpid()):
+        _reap_children()
         if time.monotonic() > end + 5:
             break
         time.sleep(0.2)
+    _reap_children()
+
+
+def _reap_children() -> None:
+    """Reap every child that has exited (only once vLLM's API server has been waited for: its
+    Popen must read its own status)."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _exit_like(rc: int) -> int:
@@ -191,6 +211,7 @@ def guard_main(argv: list[str]) -> int:
         signal.signal(sig, lambda signum, _frame: requested.append(signum))
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     if os.getppid() != parent_pid:  # the runner died before prctl took effect
         return 1
     try:
