@@ -32,7 +32,7 @@ from pathlib import Path
 SAMPLE_S = 0.25
 HZ = os.sysconf("SC_CLK_TCK")
 COMMON_TOOLS = {"git", "patch", "bash", "sh", "make", "redis-server", "uv", "apt-get", "dpkg", "tar", "g++",
-                "cc1plus", "chromedriver"}
+                "cc1plus"}
 
 
 def _read(path: str, binary: bool = False):
