@@ -40,6 +40,13 @@ def _read(path: str, binary: bool = False):
         return f.read()
 
 
+def _stat(pid) -> tuple[str, list[str]]:
+    """A process's name and the fields of /proc/PID/stat after it (the state is fields[0])."""
+    stat = _read(f"/proc/{pid}/stat")
+    close = stat.rfind(")")
+    return stat[stat.find("(") + 1:close], stat[close + 2:].split()
+
+
 def sample(seen: dict, me: int) -> set:
     """Update SEEN ({(pid, start): record}) from /proc; return the keys alive now."""
     alive = set()
@@ -47,14 +54,11 @@ def sample(seen: dict, me: int) -> set:
         if not name.isdigit() or int(name) == me:
             continue
         try:
-            stat = _read(f"/proc/{name}/stat")
-            close = stat.rfind(")")
-            fields = stat[close + 2:].split()
+            comm, fields = _stat(name)
             key = (int(name), int(fields[19]) / HZ)
             record = seen.get(key)
             if record is None:
                 record = seen[key] = {"pid": key[0], "start": key[1], "ppid": int(fields[1]), "cmd": "", "comm": ""}
-            comm = stat[stat.find("(") + 1:close]
             if not record["cmd"] or comm != record["comm"]:  # first seen, or an exec since
                 record["cmd"] = _read(f"/proc/{name}/cmdline", binary=True).replace(b"\0", b" ") \
                     .decode(errors="replace")[:300]
@@ -70,7 +74,7 @@ def record(out: Path, command: list[str]) -> int:
     """Run COMMAND; write every process seen meanwhile to OUT; return the command's exit code."""
     proc = subprocess.Popen(command)
     seen, done, me = {}, [], os.getpid()
-    began = int(_read(f"/proc/{proc.pid}/stat").rsplit(")", 1)[1].split()[19]) / HZ
+    began = int(_stat(proc.pid)[1][19]) / HZ
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the command; we write what we saw
     try:
         while proc.poll() is None:
@@ -87,7 +91,6 @@ def record(out: Path, command: list[str]) -> int:
 
 class Processes:
     def __init__(self, processes: list[dict]):
-        self.processes = processes
         self.by_pid = collections.defaultdict(list)
         for p in sorted(processes, key=lambda p: p["start"]):
             self.by_pid[p["pid"]].append(p)
